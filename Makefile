@@ -1,0 +1,30 @@
+# Two entry points for a fresh machine: `make demo` and `make test`. Both set up .venv first.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+DEMO_GRAPH := examples/graphs/unet_train.json
+
+.PHONY: setup demo test lint bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/remat graph info $(DEMO_GRAPH)
+	$(BIN)/remat compare $(DEMO_GRAPH) --budget 80%
+
+test: $(STAMP)
+	$(BIN)/ruff check remat_models tests benchmarks
+	$(BIN)/python -m pytest -q
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/simulate_bench.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

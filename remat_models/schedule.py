@@ -1,0 +1,183 @@
+"""Schedules (Compute/Free steps), the simulator that is the source of truth, eager frees."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from remat_models.errors import InvalidScheduleError
+from remat_models.graph import Graph
+
+
+@dataclass(frozen=True, slots=True)
+class Compute:
+    """Run node ``node`` (an index) and keep its output resident."""
+
+    node: int
+
+
+@dataclass(frozen=True, slots=True)
+class Free:
+    """Release the resident output of node ``node``."""
+
+    node: int
+
+
+Step = Compute | Free
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """An ordered list of steps over one graph's node indices."""
+
+    steps: tuple[Step, ...]
+
+    @classmethod
+    def of(cls, steps: Iterable[Step]) -> Schedule:
+        """Build from any iterable of steps."""
+        return cls(tuple(steps))
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def __iter__(self) -> Iterator[Step]:
+        return iter(self.steps)
+
+    def compute_sequence(self) -> list[int]:
+        """The nodes computed, in order (recomputations included)."""
+        return [step.node for step in self.steps if isinstance(step, Compute)]
+
+
+@dataclass(frozen=True)
+class SimulationResult:
+    """What running a schedule costs: peak memory, total cost, TDI, recomputations, timeline.
+
+    ``timeline[k]`` is the memory in use during step k if it is a Compute (fixed + resident +
+    output + workspace), and the memory after it if it is a Free.
+    """
+
+    peak: int
+    peak_step: int
+    total_cost: float
+    tdi: float
+    computations: int
+    recomputations: int
+    timeline: np.ndarray = field(repr=False)
+
+    def fits(self, budget: int) -> bool:
+        """Whether the peak is within ``budget`` bytes."""
+        return self.peak <= budget
+
+
+def simulate(graph: Graph, schedule: Schedule | Sequence[Step]) -> SimulationResult:
+    """Execute ``schedule`` symbolically on ``graph``; raise InvalidScheduleError on any violation."""
+    steps = schedule.steps if isinstance(schedule, Schedule) else tuple(schedule)
+    mem = graph.mem.tolist()
+    workspace = graph.workspace.tolist()
+    cost = graph.cost.tolist()
+    recomputable = graph.recomputable.tolist()
+    pred_ptr, pred_idx = graph.pred_ptr.tolist(), graph.pred_idx.tolist()
+    names = graph.names
+    n = graph.n
+    resident = [False] * n
+    computed = [0] * n
+    timeline = np.empty(len(steps), dtype=np.int64)
+    in_use = graph.fixed_mem
+    peak, peak_step, total_cost = -1, -1, 0.0
+    for k, step in enumerate(steps):
+        v = step.node
+        if not (isinstance(v, (int, np.integer)) and 0 <= v < n):
+            raise InvalidScheduleError(f"{step!r} refers to no node of a {n}-node graph", step=k)
+        if isinstance(step, Compute):
+            if resident[v]:
+                raise InvalidScheduleError(f"computes {names[v]!r} while its output is already resident", step=k)
+            if computed[v] and not recomputable[v]:
+                raise InvalidScheduleError(f"recomputes non-recomputable node {names[v]!r}", step=k)
+            for u in pred_idx[pred_ptr[v] : pred_ptr[v + 1]]:
+                if not resident[u]:
+                    raise InvalidScheduleError(
+                        f"computes {names[v]!r} but its input {names[u]!r} is not resident", step=k
+                    )
+            during = in_use + mem[v] + workspace[v]
+            timeline[k] = during
+            if during > peak:
+                peak, peak_step = during, k
+            resident[v] = True
+            in_use += mem[v]
+            computed[v] += 1
+            total_cost += cost[v]
+        elif isinstance(step, Free):
+            if not resident[v]:
+                raise InvalidScheduleError(f"frees {names[v]!r}, which is not resident", step=k)
+            resident[v] = False
+            in_use -= mem[v]
+            timeline[k] = in_use
+        else:
+            raise InvalidScheduleError(f"unknown step {step!r}", step=k)
+    never = [names[v] for v in range(n) if not computed[v]]
+    if never:
+        raise InvalidScheduleError(f"node {never[0]!r} is never computed ({len(never)} nodes in all)")
+    missing = [names[v] for v in graph.outputs.tolist() if not resident[v]]
+    if missing:
+        raise InvalidScheduleError(f"graph output {missing[0]!r} is not resident at the end")
+    computations = sum(computed)
+    timeline.setflags(write=False)
+    return SimulationResult(
+        peak=peak,
+        peak_step=peak_step,
+        total_cost=total_cost,
+        tdi=tdi(graph, total_cost),
+        computations=computations,
+        recomputations=computations - n,
+        timeline=timeline,
+    )
+
+
+def tdi(graph: Graph, total_cost: float) -> float:
+    """Total duration increase in % over computing every node once (0 for a zero-cost graph)."""
+    base = graph.total_cost
+    return 0.0 if base == 0 else 100.0 * (total_cost - base) / base
+
+
+def eager_frees(graph: Graph, compute_sequence: Sequence[int] | np.ndarray) -> Schedule:
+    """Free every value right after its last use before its next recomputation.
+
+    The last computation of a graph output is kept to the end; a value nobody reads is freed
+    right after it is computed.
+    """
+    sequence = [int(v) for v in compute_sequence]
+    pred_ptr, pred_idx = graph.pred_ptr.tolist(), graph.pred_idx.tolist()
+    latest = [-1] * graph.n  # position of the live computation of each node
+    free_after = list(range(len(sequence)))  # an unused value goes right after its computation
+    for position, v in enumerate(sequence):
+        if not 0 <= v < graph.n:
+            raise InvalidScheduleError(f"compute sequence names node index {v} of a {graph.n}-node graph", step=position)
+        for u in pred_idx[pred_ptr[v] : pred_ptr[v + 1]]:
+            if latest[u] < 0:
+                raise InvalidScheduleError(
+                    f"compute sequence computes {graph.names[v]!r} before its input {graph.names[u]!r}", step=position
+                )
+            free_after[latest[u]] = position
+        latest[v] = position
+    kept = {latest[v] for v in graph.outputs.tolist() if latest[v] >= 0}
+    frees: list[list[int]] = [[] for _ in sequence]
+    for position, v in enumerate(sequence):
+        if position not in kept:
+            frees[free_after[position]].append(v)
+    steps: list[Step] = []
+    for position, v in enumerate(sequence):
+        steps.append(Compute(v))
+        steps.extend(Free(u) for u in sorted(frees[position]))
+    return Schedule(tuple(steps))
+
+
+def input_order_schedule(graph: Graph) -> Schedule:
+    """Every node once, in the graph's input order, with eager frees (checkpoint-all)."""
+    return eager_frees(graph, graph.order)
+
+
+def input_order_peak(graph: Graph) -> int:
+    """Peak memory of the input order with eager frees: the reference for fractional budgets."""
+    return simulate(graph, input_order_schedule(graph)).peak
