@@ -2,7 +2,9 @@
 
 from remat_models.errors import (
     BackendUnavailableError,
+    BudgetError,
     BudgetInfeasibleError,
+    ConfigurationError,
     GraphError,
     InvalidScheduleError,
     ModelTooLargeError,
@@ -17,7 +19,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BackendUnavailableError",
+    "BudgetError",
     "BudgetInfeasibleError",
+    "ConfigurationError",
     "Compute",
     "Free",
     "Graph",

@@ -7,11 +7,19 @@ class RematError(Exception):
     """Base class of every error the library raises on purpose."""
 
 
+class ConfigurationError(RematError):
+    """An unknown method, backend, format or option name, or an option value out of range."""
+
+
 class GraphError(RematError):
     """A graph (or a file describing one) is malformed."""
 
 
-class BudgetInfeasibleError(RematError):
+class BudgetError(RematError):
+    """A budget is unreadable (bad number or unit)."""
+
+
+class BudgetInfeasibleError(BudgetError):
     """No schedule can fit the budget; ``lower_bound`` is a proven minimum feasible budget."""
 
     def __init__(self, message: str, *, budget: int, lower_bound: int) -> None:
