@@ -6,7 +6,7 @@ import hashlib
 import heapq
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from functools import cached_property
 
 import numpy as np
@@ -14,7 +14,7 @@ import numpy as np
 from remat_models.errors import GraphError
 
 
-class NodeKind(str, Enum):
+class NodeKind(StrEnum):
     """Role of a node in a training graph."""
 
     FORWARD = "forward"
@@ -74,9 +74,7 @@ class Graph:
             except KeyError:
                 raise GraphError(f"{what} refers to unknown node {node_name!r}") from None
 
-        edge_list = [
-            (lookup(u, f"edge ({u!r}, {v!r})"), lookup(v, f"edge ({u!r}, {v!r})")) for u, v in edges
-        ]
+        edge_list = [(lookup(u, f"edge ({u!r}, {v!r})"), lookup(v, f"edge ({u!r}, {v!r})")) for u, v in edges]
         self._init_arrays(
             names=names,
             cost=np.array([node.cost for node in nodes], dtype=np.float64),
@@ -263,15 +261,15 @@ class Graph:
         return int(self.edges.shape[0])
 
     def preds(self, v: int) -> np.ndarray:
-        """Indices of the nodes whose outputs v reads."""
+        """Return the indices of the nodes whose outputs v reads."""
         return self.pred_idx[self.pred_ptr[v] : self.pred_ptr[v + 1]]
 
     def succs(self, v: int) -> np.ndarray:
-        """Indices of the nodes that read v's output."""
+        """Return the indices of the nodes that read v's output."""
         return self.succ_idx[self.succ_ptr[v] : self.succ_ptr[v + 1]]
 
     def node(self, v: int) -> Node:
-        """The node at index v as a record."""
+        """Return the node at index v as a record."""
         return Node(
             name=self.names[v],
             cost=float(self.cost[v]),
@@ -307,7 +305,16 @@ class Graph:
         digest = hashlib.sha256()
         digest.update("\x1f".join(self.names).encode())
         digest.update("\x1f".join(kind.value for kind in self.kind).encode())
-        for array in (self.cost, self.mem, self.workspace, self.recomputable, self.edges, self.outputs, self.order):
+        canonical_edges = np.unique(self.edges[:, 0] * self.n + self.edges[:, 1])  # independent of edge listing order
+        for array in (
+            self.cost,
+            self.mem,
+            self.workspace,
+            self.recomputable,
+            canonical_edges,
+            self.outputs,
+            self.order,
+        ):
             digest.update(np.ascontiguousarray(array).tobytes())
         digest.update(str(self.fixed_mem).encode())
         return digest.hexdigest()
@@ -341,7 +348,7 @@ def _check_cost(cost: np.ndarray, names: tuple[str, ...]) -> np.ndarray:
         raise GraphError(f"cost has {cost.size} entries for {len(names)} nodes")
     bad = np.flatnonzero(~np.isfinite(cost) | (cost < 0))
     if bad.size:
-        raise GraphError(f"node {names[bad[0]]!r} has invalid cost {cost[bad[0]]!r} (must be finite and >= 0)")
+        raise GraphError(f"node {names[bad[0]]!r} has invalid cost {cost[bad[0]].item()!r} (must be finite and >= 0)")
     return cost.copy()
 
 
@@ -353,6 +360,7 @@ def _check_bytes(values: np.ndarray, names: tuple[str, ...], field: str) -> np.n
     bad = np.flatnonzero(~np.isfinite(as_float) | (as_float < 0) | (as_float != np.round(as_float)))
     if bad.size:
         raise GraphError(
-            f"node {names[bad[0]]!r} has invalid {field} {values[bad[0]]!r} (must be a whole number of bytes >= 0)"
+            f"node {names[bad[0]]!r} has invalid {field} {values[bad[0]].item()!r} "
+            "(must be a whole number of bytes >= 0)"
         )
     return values.astype(np.int64)

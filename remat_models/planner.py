@@ -6,7 +6,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 from remat_models.budget import check_budget
 from remat_models.errors import ConfigurationError
@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 Method = Callable[[Graph, int], Schedule]
 
 
-class PlanStatus(str, Enum):
+class PlanStatus(StrEnum):
     """Whether the schedule a method returned fits the budget (as simulated)."""
 
     WITHIN_BUDGET = "within_budget"

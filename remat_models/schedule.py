@@ -46,7 +46,7 @@ class Schedule:
         return iter(self.steps)
 
     def compute_sequence(self) -> list[int]:
-        """The nodes computed, in order (recomputations included)."""
+        """Return the nodes computed, in order (recomputations included)."""
         return [step.node for step in self.steps if isinstance(step, Compute)]
 
 
@@ -153,7 +153,9 @@ def eager_frees(graph: Graph, compute_sequence: Sequence[int] | np.ndarray) -> S
     free_after = list(range(len(sequence)))  # an unused value goes right after its computation
     for position, v in enumerate(sequence):
         if not 0 <= v < graph.n:
-            raise InvalidScheduleError(f"compute sequence names node index {v} of a {graph.n}-node graph", step=position)
+            raise InvalidScheduleError(
+                f"compute sequence names node index {v} of a {graph.n}-node graph", step=position
+            )
         for u in pred_idx[pred_ptr[v] : pred_ptr[v + 1]]:
             if latest[u] < 0:
                 raise InvalidScheduleError(

@@ -36,7 +36,12 @@ def test_parse_budget(graph: Graph, text, expected) -> None:
 
 @pytest.mark.parametrize(
     ("text", "message"),
-    [("lots", "cannot read budget 'lots'"), ("3 parsecs", "unknown unit 'parsecs'"), ("-5", "cannot read"), ("2.5", "neither")],
+    [
+        ("lots", "cannot read budget 'lots'"),
+        ("3 parsecs", "unknown unit 'parsecs'"),
+        ("-5", "cannot read"),
+        ("2.5", "neither"),
+    ],
 )
 def test_bad_budgets(graph: Graph, text, message) -> None:
     with pytest.raises(BudgetError, match=message):

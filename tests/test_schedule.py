@@ -126,5 +126,7 @@ def test_timeline_matches_independent_recount(case) -> None:
 
 
 def test_input_order_peak_of_a_chain() -> None:
-    graph = Graph([Node(x, mem=m) for x, m in zip("abcd", [1, 2, 4, 8], strict=True)], [("a", "b"), ("b", "c"), ("c", "d")])
+    graph = Graph(
+        [Node(x, mem=m) for x, m in zip("abcd", [1, 2, 4, 8], strict=True)], [("a", "b"), ("b", "c"), ("c", "d")]
+    )
     assert input_order_peak(graph) == 12

@@ -1,0 +1,19 @@
+"""Shared pytest fixtures."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+SHARED_DIR = Path(os.environ.get("REMAT_SHARED", Path(__file__).resolve().parents[1].parent / "shared"))
+
+
+@pytest.fixture(scope="session")
+def shared_graphs_dir() -> Path:
+    """The benchmark graphs folder (``$REMAT_SHARED/graphs``, default ``../shared/graphs``); skip if absent."""
+    graphs = SHARED_DIR / "graphs"
+    if not graphs.is_dir():
+        pytest.skip(f"benchmark graphs folder {graphs} is absent (set REMAT_SHARED to the shared folder)")
+    return graphs
