@@ -7,13 +7,12 @@ import sys
 from pathlib import Path
 from typing import Annotated
 
-import click
 import typer
 from rich.console import Console
 from rich.logging import RichHandler
 from rich.table import Table
 
-from remat_models.budget import parse_budget
+from remat_models.budget import check_budget, parse_budget
 from remat_models.errors import ConfigurationError, RematError
 from remat_models.graph import Graph
 from remat_models.io import GENERATORS, read_graph, read_schedule, write_graph, write_schedule
@@ -121,7 +120,7 @@ def simulate_command(
 
 def _results_table(title: str, results: list[PlanResult]) -> Table:
     table = Table(title=title)
-    for column in ("method", "status", "peak (B)", "peak / input order", "TDI %", "recomputations", "time (s)"):
+    for column in ("method", "status", "peak (B)", "peak/ref", "TDI %", "recomp.", "time (s)"):
         table.add_column(column, justify="left" if column in ("method", "status") else "right")
     for result in results:
         fits = result.status.value == "within_budget"
@@ -168,6 +167,7 @@ def compare_command(
     """Run several methods on one graph and budget and print one table."""
     graph = read_graph(graph_path)
     limit = _resolve_budget(graph, budget)
+    check_budget(graph, limit)
     chosen = method_names.split(",") if method_names else list(methods())
     results = []
     with console.status("planning") as status:
@@ -183,18 +183,12 @@ def compare_command(
 
 
 def main() -> None:
-    """Console entry point: errors become one line on stderr and a non-zero exit status."""
+    """Console entry point: library errors become one line on stderr and exit status 1."""
     try:
-        code = app(standalone_mode=False)
+        app()
     except RematError as error:
-        errors.print(f"error: {error}", highlight=False, markup=False)
+        errors.print(f"error: {error}", highlight=False, markup=False, soft_wrap=True)
         sys.exit(1)
-    except click.ClickException as error:
-        error.show()
-        sys.exit(error.exit_code)
-    except click.Abort:
-        sys.exit(130)
-    sys.exit(code or 0)
 
 
 if __name__ == "__main__":

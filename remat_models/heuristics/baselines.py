@@ -1,0 +1,164 @@
+"""Checkmate's baselines (Table 1, Sec. 6.1, App. B): checkpoint-all, Chen sqrt(n) and greedy, Griewank.
+
+Chen's heuristics choose a checkpoint set among candidates — articulation points of the forward
+graph ("ap") or every forward node of the input order, Checkmate's G_lin ("linearized") — and the
+cheapest recomputation implied by it is backed out by :func:`checkpoint_schedule`. Every function
+returns a Schedule valid under :func:`~remat_models.schedule.simulate`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Iterator, Sequence
+from functools import partial
+from typing import Literal
+
+import networkx as nx
+import numpy as np
+
+from remat_models.graph import Graph
+from remat_models.heuristics.griewank import griewank, griewank_budget
+from remat_models.heuristics.recompute import best_schedule, checkpoint_schedule, forward_mask, forward_nodes
+from remat_models.schedule import Schedule, input_order_schedule
+
+logger = logging.getLogger(__name__)
+
+CandidateKind = Literal["ap", "linearized"]
+Candidates = CandidateKind | Sequence[int] | np.ndarray
+CANDIDATE_KINDS: tuple[CandidateKind, ...] = ("ap", "linearized")
+
+__all__ = [
+    "BASELINES",
+    "CANDIDATE_KINDS",
+    "articulation_candidates",
+    "best_schedule",
+    "candidate_nodes",
+    "checkpoint_all",
+    "checkpoint_schedule",
+    "chen_greedy",
+    "chen_greedy_checkpoints",
+    "chen_greedy_sweep",
+    "chen_sqrtn",
+    "chen_sqrtn_checkpoints",
+    "greedy_baseline",
+    "greedy_segment_grid",
+    "griewank",
+    "griewank_budget",
+    "sqrtn_baseline",
+]
+
+
+def checkpoint_all(graph: Graph, budget: int | None = None) -> Schedule:
+    """Every node once, in input order, with eager frees (the budget is ignored)."""
+    return input_order_schedule(graph)
+
+
+def articulation_candidates(graph: Graph) -> np.ndarray:
+    """Articulation points of the undirected forward graph, in input order.
+
+    As in Checkmate's ``DFGraph.checkpoint_set``, a virtual source is attached to the first
+    forward node and a virtual sink to the last, so on a chain every forward node is one (AP and
+    linearized candidates coincide). A graph without any yields no candidates, i.e. no checkpoints,
+    which behaves as checkpoint-all.
+    """
+    fwd = forward_nodes(graph)
+    if fwd.size == 0:
+        return fwd
+    forward = forward_mask(graph)
+    u, v = graph.edges[:, 0], graph.edges[:, 1]
+    keep = forward[u] & forward[v]
+    undirected = nx.Graph()
+    undirected.add_nodes_from(fwd.tolist())
+    undirected.add_edges_from(zip(u[keep].tolist(), v[keep].tolist(), strict=True))
+    undirected.add_edges_from([(-1, int(fwd[0])), (int(fwd[-1]), -2)])
+    points = np.array([p for p in nx.articulation_points(undirected) if p >= 0], dtype=np.int64)
+    return points[np.argsort(graph.position[points])]
+
+
+def candidate_nodes(graph: Graph, candidates: Candidates) -> np.ndarray:
+    """Resolve a candidate kind ("ap" or "linearized") or an explicit list to node indices."""
+    if isinstance(candidates, str):
+        if candidates == "ap":
+            return articulation_candidates(graph)
+        if candidates == "linearized":
+            return forward_nodes(graph)
+        raise ValueError(f"unknown candidate kind {candidates!r} (expected one of {CANDIDATE_KINDS})")
+    return np.asarray(candidates, dtype=np.int64)
+
+
+def chen_sqrtn_checkpoints(candidates: np.ndarray) -> np.ndarray:
+    """Every k-th candidate, k = floor(sqrt(#candidates)) (Checkmate's ``solve_chen_sqrtn``)."""
+    k = max(1, math.isqrt(len(candidates)))
+    return candidates[k - 1 :: k]
+
+
+def chen_greedy_checkpoints(graph: Graph, segment_bytes: int, candidates: np.ndarray) -> np.ndarray:
+    """Checkpoint a candidate once the forward bytes since the last checkpoint exceed ``segment_bytes``."""
+    is_candidate = np.zeros(graph.n, dtype=bool)
+    is_candidate[candidates] = True
+    mem = graph.mem.tolist()
+    chosen, accumulated = [], 0
+    for v in forward_nodes(graph).tolist():
+        accumulated += mem[v]
+        if is_candidate[v] and accumulated > segment_bytes:
+            chosen.append(v)
+            accumulated = 0
+    return np.array(chosen, dtype=np.int64)
+
+
+def chen_sqrtn(graph: Graph, candidates: Candidates = "linearized") -> Schedule:
+    """Chen et al.'s sqrt(n) checkpointing over the given candidates."""
+    return checkpoint_schedule(graph, chen_sqrtn_checkpoints(candidate_nodes(graph, candidates)))
+
+
+def chen_greedy(graph: Graph, segment_bytes: int, candidates: Candidates = "linearized") -> Schedule:
+    """Chen et al.'s greedy checkpointing with segment size ``segment_bytes`` over the given candidates."""
+    return checkpoint_schedule(graph, chen_greedy_checkpoints(graph, segment_bytes, candidate_nodes(graph, candidates)))
+
+
+def greedy_segment_grid(graph: Graph, points: int = 20, prefix_limit: int = 64) -> np.ndarray:
+    """Segment sizes to sweep: 0, linear and geometric points from min to total forward bytes, few prefix sums."""
+    mem = graph.mem[forward_nodes(graph)]
+    total = int(mem.sum())
+    low = int(mem[mem > 0].min()) if total > 0 else 0
+    grid = [np.zeros(1), np.linspace(low, total, points)]
+    if low > 0:
+        grid.append(np.geomspace(low, total, points))
+    prefix = np.unique(np.cumsum(mem))
+    if prefix.size <= prefix_limit:
+        grid.append(prefix)
+    return np.unique(np.concatenate(grid).astype(np.int64))
+
+
+def chen_greedy_sweep(graph: Graph, candidates: Candidates = "linearized") -> Iterator[Schedule]:
+    """Greedy schedules over the segment-size grid, one per distinct checkpoint set."""
+    nodes = candidate_nodes(graph, candidates)
+    seen: set[tuple[int, ...]] = set()
+    for segment_bytes in greedy_segment_grid(graph).tolist():
+        checkpoints = tuple(chen_greedy_checkpoints(graph, segment_bytes, nodes).tolist())
+        if checkpoints not in seen:
+            seen.add(checkpoints)
+            yield checkpoint_schedule(graph, checkpoints)
+
+
+def sqrtn_baseline(graph: Graph, budget: int, kinds: Sequence[CandidateKind] = CANDIDATE_KINDS) -> Schedule:
+    """Best sqrt(n) schedule over the candidate kinds (cheapest within budget, else lowest peak)."""
+    return best_schedule(graph, (chen_sqrtn(graph, kind) for kind in kinds), budget)
+
+
+def greedy_baseline(graph: Graph, budget: int, kinds: Sequence[CandidateKind] = CANDIDATE_KINDS) -> Schedule:
+    """Best greedy schedule over the segment-size sweeps of the candidate kinds."""
+    return best_schedule(graph, (s for kind in kinds for s in chen_greedy_sweep(graph, kind)), budget)
+
+
+BASELINES: dict[str, Callable[[Graph, int], Schedule]] = {
+    "checkpoint-all": checkpoint_all,
+    "chen-sqrtn": sqrtn_baseline,
+    "chen-greedy": greedy_baseline,
+    "ap-sqrtn": partial(sqrtn_baseline, kinds=("ap",)),
+    "ap-greedy": partial(greedy_baseline, kinds=("ap",)),
+    "linearized-sqrtn": partial(sqrtn_baseline, kinds=("linearized",)),
+    "linearized-greedy": partial(greedy_baseline, kinds=("linearized",)),
+    "griewank": griewank_budget,
+}

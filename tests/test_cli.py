@@ -1,0 +1,95 @@
+"""The real `remat` command, run as a subprocess."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from remat_models.io import read_graph, read_schedule
+from remat_models.schedule import input_order_peak, simulate
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "graphs" / "unet_train.json"
+
+
+def remat(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "remat_models.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env={"COLUMNS": "200", "PATH": ""},
+        check=False,
+    )
+
+
+def test_graph_info_prints_peak_and_bound() -> None:
+    graph = read_graph(EXAMPLE)
+    run = remat("graph", "info", EXAMPLE)
+    assert run.returncode == 0, run.stderr
+    assert f"{input_order_peak(graph):,} B" in run.stdout
+    assert f"{graph.lower_bound:,} B" in run.stdout
+
+
+def test_solve_writes_a_plan_that_simulates_within_budget(tmp_path: Path) -> None:
+    graph = read_graph(EXAMPLE)
+    budget = int(0.8 * input_order_peak(graph))
+    out = tmp_path / "plan.json"
+    run = remat("solve", EXAMPLE, "--budget", "80%", "--method", "chen-greedy", "--out", out)
+    assert run.returncode == 0, run.stderr
+    assert f"{budget:,}" in run.stdout  # the resolved bytes are printed
+    result = simulate(graph, read_schedule(out, graph))
+    assert result.peak <= budget
+    assert json.loads(out.read_text())["metadata"]["method"] == "chen-greedy"
+    check = remat("simulate", EXAMPLE, out, "--budget", "0.8")
+    assert check.returncode == 0, check.stderr
+    assert f"{result.peak:,} B" in check.stdout
+
+
+def test_compare_lists_every_method() -> None:
+    run = remat("compare", EXAMPLE, "--budget", "90%")
+    assert run.returncode == 0, run.stderr
+    for method in ("checkpoint-all", "chen-sqrtn", "chen-greedy", "linearized-greedy"):
+        assert method in run.stdout
+
+
+def test_generate_and_convert_round_trip(tmp_path: Path) -> None:
+    generated, converted, back = tmp_path / "g.json", tmp_path / "nl.json", tmp_path / "back.json"
+    assert remat("graph", "generate", "transformer", "--size", "2", "--seed", "3", "-o", generated).returncode == 0
+    assert remat("graph", "convert", generated, converted, "--format", "node-link").returncode == 0
+    assert remat("graph", "convert", converted, back).returncode == 0
+    assert read_graph(back) == read_graph(generated)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("graph", "info", "no/such/file.json"), "no/such/file.json"),
+        (("solve", EXAMPLE, "--budget", "lots"), "cannot read budget 'lots'"),
+        (("solve", EXAMPLE, "--budget", "10"), "below the lower bound"),
+        (("solve", EXAMPLE, "--budget", "80%", "--method", "magic"), "unknown method 'magic'"),
+        (("graph", "generate", "mystery", "-o", "x.json"), "unknown generator 'mystery'"),
+    ],
+)
+def test_errors_are_one_line_and_non_zero(args, message) -> None:
+    run = remat(*args)
+    assert run.returncode == 1
+    assert message in run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in run.stderr
+
+
+def test_over_budget_exits_3() -> None:
+    graph = read_graph(EXAMPLE)
+    run = remat("solve", EXAMPLE, "--budget", str(graph.lower_bound), "--method", "checkpoint-all")
+    assert run.returncode == 3
+    assert "no schedule within" in run.stderr
+
+
+def test_schedule_for_another_graph_is_rejected(tmp_path: Path) -> None:
+    out = tmp_path / "plan.json"
+    assert remat("solve", EXAMPLE, "--budget", "1", "--method", "checkpoint-all", "--out", out).returncode == 0
+    chain = Path(__file__).resolve().parents[1] / "examples" / "graphs" / "chain32_train.json"
+    run = remat("simulate", chain, out)
+    assert run.returncode == 1
+    assert "hash" in run.stderr
