@@ -1,42 +1,139 @@
-"""The interface every solver backend implements (the backends themselves come with the model layer)."""
+"""The interface every solver backend implements, and the lowering pipeline most of them share."""
 
 from __future__ import annotations
 
+import importlib.util
+import logging
+import time
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any, ClassVar, Protocol
 
+import numpy as np
 
-class SolveStatus(str, Enum):
-    """Outcome of a solve, shared by all backends."""
+from remat_models.errors import UnsupportedConstructError
+from remat_models.model import Model, SolveResult, SolveStatus
+from remat_models.model.lowering import ORDER, LoweredModel, effective_native, estimate, lower
 
-    OPTIMAL = "optimal"
-    FEASIBLE = "feasible"
-    INFEASIBLE = "infeasible"
-    NO_SOLUTION = "no_solution_within_limit"
-    ERROR = "error"
+__all__ = ["Backend", "LoweringBackend", "SolveLimits", "SolveResult", "SolveStatus"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class SolveLimits:
-    """Limits and knobs common to all backends."""
+    """Limits and knobs common to all backends (a backend ignores what its solver lacks, and logs it)."""
 
     time_limit: float | None = None
     workers: int = 1
     seed: int = 0
     mip_gap: float | None = None
+    max_variables: int | None = 50_000_000
+    max_nonzeros: int | None = 200_000_000
+    log: bool = False  # keep the solver's log in SolveResult.log
 
 
 class Backend(Protocol):
-    """A solver plug-in: takes the abstract model, returns a solution (values per variable block)."""
+    """A solver plug-in: takes the abstract model, returns a SolveResult with values per variable block."""
 
     name: ClassVar[str]
     native_constructs: ClassVar[frozenset[str]]
+    install_hint: ClassVar[str]
+    options: ClassVar[tuple[str, ...]]
+    option: str | None
 
-    def available(self) -> bool:
+    @classmethod
+    def available(cls) -> bool:
         """Whether the solver is installed and usable in this process."""
         ...
 
-    def solve(self, model: Any, limits: SolveLimits, hints: dict[str, Any] | None = None) -> Any:
-        """Solve ``model`` within ``limits``, starting from ``hints`` where the solver takes them."""
+    def solve(self, model: Model, limits: SolveLimits = ..., hints: dict[str, Any] | None = None) -> SolveResult:
+        """Solve ``model`` within ``limits``, starting from ``hints`` (values by block; NaN = no hint)."""
         ...
+
+
+class LoweringBackend(ABC):
+    """Base of backends that take a lowered model: estimate -> size check -> lower -> solve -> restore.
+
+    Subclasses set ``name``, ``native_constructs``, ``module`` (the import that must work) and
+    ``install_hint``, and implement ``_solve_lowered`` on a model holding only native constructs.
+    """
+
+    name: ClassVar[str]
+    native_constructs: ClassVar[frozenset[str]]
+    module: ClassVar[str]
+    install_hint: ClassVar[str]
+    options: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, option: str | None = None) -> None:
+        self.option = option
+
+    @property
+    def spec(self) -> str:
+        """The registry spelling of this backend, e.g. ``highs:lp``."""
+        return self.name if self.option is None else f"{self.name}:{self.option}"
+
+    @property
+    def integral(self) -> bool:
+        """Whether solutions respect integrality (False for relaxations)."""
+        return True
+
+    @classmethod
+    def available(cls) -> bool:
+        """Whether the solver's Python module can be found."""
+        return importlib.util.find_spec(cls.module) is not None
+
+    def compile(self, model: Model, limits: SolveLimits = SolveLimits()) -> LoweredModel:
+        """Check the constructs and the size, then lower ``model`` to this backend's native constructs."""
+        native = effective_native(self.native_constructs)
+        for construct in sorted(model.constructs() - native - set(ORDER)):
+            from remat_models.backends import natively_taking
+
+            takers = natively_taking(construct)
+            raise UnsupportedConstructError(
+                f"backend {self.name!r} cannot take construct {construct!r} and there is no lowering for it;"
+                f" backends that take it natively: {', '.join(takers) or 'none'}"
+            )
+        est = estimate(model, native)
+        log.debug("%s: size after lowering %s", self.name, est)
+        est.check(limits.max_variables, limits.max_nonzeros)
+        return lower(model, native)
+
+    def solve(
+        self, model: Model, limits: SolveLimits = SolveLimits(), hints: dict[str, Any] | None = None
+    ) -> SolveResult:
+        """Solve ``model``; values are returned by block name of the original model."""
+        start = time.perf_counter()
+        lowered = self.compile(model, limits)
+        hint = None
+        if hints:
+            hint = np.full(lowered.model.num_cols, np.nan)
+            hint[: model.num_cols] = model.flatten(hints)
+        result = self._solve_lowered(lowered.model, limits, hint)
+        result.backend = self.spec
+        result.wall_time = time.perf_counter() - start
+        if result.x is not None:
+            result.x = lowered.restore(result.x)
+            result.values = model.split(result.x, round_integers=self.integral)
+        return result
+
+    @abstractmethod
+    def _solve_lowered(self, model: Model, limits: SolveLimits, hint: np.ndarray | None) -> SolveResult:
+        """Solve a model holding only native constructs; return flat column values in ``x``."""
+
+
+class Trajectory:
+    """Records (seconds since start, objective) of improving incumbents."""
+
+    def __init__(self) -> None:
+        self.start = time.perf_counter()
+        self.points: list[tuple[float, float]] = []
+
+    def record(self, objective: float) -> None:
+        """Note an incumbent found now."""
+        self.points.append((time.perf_counter() - self.start, float(objective)))
+
+    @property
+    def first(self) -> float | None:
+        """Time of the first incumbent."""
+        return self.points[0][0] if self.points else None

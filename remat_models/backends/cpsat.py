@@ -1,0 +1,230 @@
+"""OR-Tools CP-SAT backend: native for every construct except continuous variables (CP-SAT is integer-only)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+
+from remat_models.backends.base import LoweringBackend, SolveLimits, Trajectory
+from remat_models.errors import UnsupportedConstructError
+from remat_models.model import Model, SolveResult, SolveStatus
+from remat_models.model import constructs as C
+from remat_models.model.expr import AffineBatch
+
+log = logging.getLogger(__name__)
+
+BOUND = 2**50  # infinite integer bounds are clipped to +-BOUND (CP-SAT needs finite domains)
+INT_MIN, INT_MAX = -(2**63), 2**63 - 1
+
+
+class CpSatBackend(LoweringBackend):
+    """CP-SAT through its model proto; linear rows are written into the proto from CSR arrays."""
+
+    name = "cpsat"
+    native_constructs = C.ALL_CONSTRUCTS - {C.CONTINUOUS}
+    module = "ortools.sat.python.cp_model"
+    install_hint = "pip install 'ortools==9.15.6755'"
+
+    def _solve_lowered(self, model: Model, limits: SolveLimits, hint: np.ndarray | None) -> SolveResult:
+        from ortools.sat.python import cp_model
+
+        cp = _Builder(model).cp
+        if hint is not None:
+            idx = np.flatnonzero(~np.isnan(hint))
+            cp.proto.solution_hint.vars.extend(idx.tolist())
+            cp.proto.solution_hint.values.extend(np.rint(hint[idx]).astype(np.int64).tolist())
+        solver = cp_model.CpSolver()
+        params = solver.parameters
+        if limits.time_limit is not None:
+            params.max_time_in_seconds = float(limits.time_limit)
+        params.num_workers = max(1, limits.workers)
+        params.random_seed = limits.seed
+        if limits.mip_gap is not None:
+            params.relative_gap_limit = limits.mip_gap
+        lines: list[str] = []
+        if limits.log:
+            params.log_search_progress = True
+            params.log_to_stdout = False
+            solver.log_callback = lines.append
+        traj = Trajectory()
+        recorder = _recorder(traj, model.obj_cols.size > 0)
+        status = solver.solve(cp, recorder)
+        result = SolveResult(
+            status=_STATUS.get(status.name, SolveStatus.ERROR),
+            trajectory=traj.points,
+            time_to_first=traj.first,
+            solver_version=_version(),
+            log="\n".join(lines) if limits.log else None,
+        )
+        if result.status == SolveStatus.ERROR:
+            from ortools.sat.python import cp_model_helper as cmh
+
+            result.log = f"{status.name}: {cmh.CpSatHelper.validate_model(cp.proto)}"
+            log.error("cpsat: %s", result.log)
+        if result.has_solution:
+            result.x = np.asarray(solver.response_proto.solution, dtype=np.float64)
+            result.objective = model.objective_value(result.x)
+            result.bound = solver.best_objective_bound + 0.0 if model.obj_cols.size else result.objective
+        return result
+
+
+_STATUS = {
+    "OPTIMAL": SolveStatus.OPTIMAL,
+    "FEASIBLE": SolveStatus.FEASIBLE,
+    "INFEASIBLE": SolveStatus.INFEASIBLE,
+    "UNKNOWN": SolveStatus.NO_SOLUTION,
+}
+
+
+def _version() -> str:
+    import ortools
+
+    return f"ortools {ortools.__version__}"
+
+
+def _recorder(traj: Trajectory, has_objective: bool) -> Any:
+    """A solution callback recording the incumbent trajectory (built lazily: ortools may be absent)."""
+    from ortools.sat.python import cp_model
+
+    class Recorder(cp_model.CpSolverSolutionCallback):
+        def on_solution_callback(self) -> None:
+            traj.record(self.objective_value if has_objective else 0.0)
+
+    return Recorder()
+
+
+class _Builder:
+    """Writes a lowered model into a ``cp_model.CpModel``."""
+
+    def __init__(self, m: Model) -> None:
+        from ortools.sat.python import cp_model
+
+        self.m = m
+        self.cp = cp_model.CpModel()
+        proto = self.cp.proto
+        lb = np.clip(m.col_lb, -BOUND, BOUND).astype(np.int64).tolist()
+        ub = np.clip(m.col_ub, -BOUND, BOUND).astype(np.int64).tolist()
+        for lo, hi in zip(lb, ub, strict=True):
+            proto.variables.add().domain.extend((lo, hi))
+        indptr, cols, vals, rlb, rub = m.linear_csr()
+        self._rows(indptr, cols, vals, rlb, rub, None)
+        for ind in m.indicators:
+            a = ind.rows.to_affine()
+            lits = np.where(ind.lit_neg, -ind.lit_cols - 1, ind.lit_cols)
+            self._rows(a.indptr, a.cols, a.coefs, ind.rows.lb, ind.rows.ub, lits.tolist())
+        self._globals()
+        self._objective()
+
+    def _rows(
+        self,
+        indptr: np.ndarray,
+        cols: np.ndarray,
+        vals: np.ndarray,
+        lb: np.ndarray,
+        ub: np.ndarray,
+        enforce: list[int] | None,
+    ) -> None:
+        """Linear constraints from CSR arrays, optionally with one enforcement literal per row."""
+        coefs = _integral(vals, "linear row")
+        lo, hi = _int_bound(lb, np.ceil, INT_MIN), _int_bound(ub, np.floor, INT_MAX)
+        cols_l, coefs_l, ptr = cols.tolist(), coefs.tolist(), indptr.tolist()
+        constraints = self.cp.proto.constraints
+        for r in range(len(lo)):
+            c = constraints.add()
+            if enforce is not None:
+                c.enforcement_literal.append(enforce[r])
+            lin = c.linear
+            s, e = ptr[r], ptr[r + 1]
+            lin.vars.extend(cols_l[s:e])
+            lin.coeffs.extend(coefs_l[s:e])
+            lin.domain.extend((lo[r], hi[r]))
+
+    def _var(self, col: int) -> Any:
+        return self.cp.get_int_var_from_proto_index(int(col))
+
+    def _lit(self, col: int, neg: bool) -> Any:
+        if col < 0:
+            return True
+        v = self.cp.get_bool_var_from_proto_index(int(col))
+        return ~v if neg else v
+
+    def _exprs(self, batch: AffineBatch, what: str) -> list[Any]:
+        from ortools.sat.python import cp_model
+
+        coefs = _integral(batch.coefs, what)
+        const = _integral(batch.const, what)
+        ptr = batch.indptr.tolist()
+        return [
+            cp_model.LinearExpr.weighted_sum(
+                [self._var(j) for j in batch.cols[ptr[i] : ptr[i + 1]]], coefs[ptr[i] : ptr[i + 1]].tolist()
+            )
+            + int(const[i])
+            for i in range(batch.size)
+        ]
+
+    def _globals(self) -> None:
+        m, cp = self.m, self.cp
+        iv = m.intervals
+        intervals = []
+        for i in range(len(iv.start)):
+            size = self._var(iv.size_col[i]) if iv.size_col[i] >= 0 else int(iv.fixed_size[i])
+            start, end = self._var(iv.start[i]), self._var(iv.end[i])
+            if iv.presence[i] >= 0:
+                intervals.append(
+                    cp.new_optional_interval_var(start, size, end, self._lit(iv.presence[i], False), f"iv{i}")
+                )
+            else:
+                intervals.append(cp.new_interval_var(start, size, end, f"iv{i}"))
+        for cu in m.cumulatives:
+            cp.add_cumulative([intervals[i] for i in cu.interval_ids], cu.demands.tolist(), cu.capacity)
+        for r in m.reservoirs:
+            actives = [self._lit(c, n) for c, n in zip(r.active_cols.tolist(), r.active_neg.tolist(), strict=True)]
+            times = self._exprs(r.times, "reservoir time")
+            cp.add_reservoir_constraint_with_active(times, r.changes.tolist(), actives, r.min_level, r.max_level)
+        for ad in m.all_different:
+            cp.add_all_different(self._exprs(ad.exprs, "all_different expression"))
+        for p in m.products:
+            for z, b, x in zip(p.z.tolist(), p.b.tolist(), p.x.tolist(), strict=True):
+                cp.add_multiplication_equality(self._var(z), [self._var(b), self._var(x)])
+
+    def _objective(self) -> None:
+        """Objective written into the proto directly (integer objective if integral, else floating point)."""
+        m = self.m
+        if m.obj_cols.size == 0:
+            return
+        coefs = m.objective_vector()
+        cols = np.flatnonzero(coefs)
+        w = coefs[cols]
+        if np.all(w == np.rint(w)) and m.obj_offset == round(m.obj_offset):
+            obj = self.cp.proto.objective  # CP-SAT minimizes; maximization is a scaling factor of -1
+            sign = 1 if m.sense == "min" else -1
+            obj.vars.extend(cols.tolist())
+            obj.coeffs.extend((sign * np.rint(w)).astype(np.int64).tolist())
+            obj.offset = sign * m.obj_offset
+            obj.scaling_factor = sign
+        else:
+            fobj = self.cp.proto.floating_point_objective
+            fobj.vars.extend(cols.tolist())
+            fobj.coeffs.extend(w.tolist())
+            fobj.offset = m.obj_offset
+            fobj.maximize = m.sense == "max"
+
+
+def _int_bound(b: np.ndarray, rounding: Any, infinite: int) -> list[int]:
+    """Row bounds as ints, infinite ones replaced by the int64 extreme CP-SAT reads as unbounded."""
+    out = np.full(len(b), infinite, dtype=np.int64)
+    fin = np.isfinite(b)
+    out[fin] = rounding(b[fin] + np.sign(infinite) * 1e-9).astype(np.int64)
+    return out.tolist()
+
+
+def _integral(a: np.ndarray, what: str) -> np.ndarray:
+    """Integer copy of ``a``; CP-SAT takes integer coefficients only."""
+    r = np.rint(a)
+    if not np.allclose(a, r, rtol=0, atol=1e-9):
+        raise UnsupportedConstructError(
+            f"cpsat: fractional coefficient in {what} (construct 'fractional_coefficient'); scale the model to integers"
+        )
+    return r.astype(np.int64)

@@ -1,0 +1,132 @@
+"""HiGHS backend (highspy): the lowered model goes in as CSR arrays through ``passModel``."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+
+from remat_models.backends.base import LoweringBackend, SolveLimits, Trajectory
+from remat_models.errors import SolverError
+from remat_models.model import Model, SolveResult, SolveStatus
+from remat_models.model import constructs as C
+
+log = logging.getLogger(__name__)
+
+
+class HighsBackend(LoweringBackend):
+    """HiGHS MIP (or, with option ``lp`` / ``relax=True``, the LP relaxation)."""
+
+    name = "highs"
+    native_constructs = frozenset({C.CONTINUOUS})
+    module = "highspy"
+    install_hint = "pip install 'highspy>=1.14,<1.15' (newer ones clash with ortools 9.15 in one process)"
+    options = ("lp",)
+
+    def __init__(self, option: str | None = None, relax: bool = False) -> None:
+        super().__init__(option)
+        self.relax = relax or option == "lp"
+
+    @property
+    def integral(self) -> bool:
+        """False when solving the LP relaxation."""
+        return not self.relax
+
+    def _solve_lowered(self, model: Model, limits: SolveLimits, hint: np.ndarray | None) -> SolveResult:
+        import highspy
+
+        h = build(model, relax=self.relax)
+        h.setOptionValue("random_seed", int(limits.seed))
+        if limits.time_limit is not None:
+            h.setOptionValue("time_limit", float(limits.time_limit))
+        if limits.mip_gap is not None:
+            h.setOptionValue("mip_rel_gap", float(limits.mip_gap))
+        if limits.workers > 1:
+            log.debug("highs: workers=%d ignored (the HiGHS MIP search is serial)", limits.workers)
+        lines: list[str] = []
+        if limits.log:
+            h.setOptionValue("output_flag", True)
+            h.setOptionValue("log_to_console", False)
+            h.cbLogging.subscribe(lambda e: lines.append(e.message.rstrip("\n")))
+        traj = Trajectory()
+        h.cbMipImprovingSolution.subscribe(lambda e: traj.record(e.data_out.objective_function_value))
+        if hint is not None:
+            idx = np.flatnonzero(~np.isnan(hint))
+            h.setSolution(len(idx), idx.astype(np.int32), hint[idx])
+        h.run()
+        status = h.getModelStatus()
+        info = h.getInfo()
+        has_sol = info.primal_solution_status == highspy.SolutionStatus.kSolutionStatusFeasible
+        result = SolveResult(
+            status=_status(status, has_sol),
+            trajectory=traj.points,
+            time_to_first=traj.first,
+            solver_version=f"highspy {h.version()}",
+            log="\n".join(lines) if limits.log else None,
+        )
+        if result.status == SolveStatus.ERROR:
+            result.log = (result.log or "") + f"\nmodel status: {h.modelStatusToString(status)}"
+            log.error("highs: model status %s", h.modelStatusToString(status))
+        if result.has_solution:
+            result.x = np.asarray(h.getSolution().col_value, dtype=np.float64)
+            result.objective = model.objective_value(result.x)
+            is_mip = not self.relax and bool(model.col_integer.any())
+            result.bound = float(info.mip_dual_bound) if is_mip else result.objective
+        return result
+
+
+def build(model: Model, relax: bool = False) -> Any:
+    """A ``highspy.Highs`` holding ``model`` (which must hold only linear rows and bounds), silent."""
+    import highspy
+
+    extra = model.constructs() - {C.CONTINUOUS}
+    if extra:
+        raise SolverError(f"highs: lower the model first; it still holds {', '.join(sorted(extra))}")
+    indptr, cols, vals, rlb, rub = model.linear_csr()
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    integrality = np.zeros(model.num_cols, np.int32) if relax else model.col_integer.astype(np.int32)
+    sense = highspy.ObjSense.kMinimize if model.sense == "min" else highspy.ObjSense.kMaximize
+    status = h.passModel(
+        model.num_cols,
+        len(rlb),
+        len(cols),
+        int(highspy.MatrixFormat.kRowwise),
+        int(sense),
+        model.obj_offset,
+        model.objective_vector(),
+        model.col_lb,
+        model.col_ub,
+        rlb,
+        rub,
+        indptr[:-1].astype(np.int32),
+        cols.astype(np.int32),
+        vals,
+        integrality,
+    )
+    if status == highspy.HighsStatus.kError:
+        raise SolverError("highs rejected the model in passModel")
+    return h
+
+
+def _status(status: Any, has_solution: bool) -> SolveStatus:
+    import highspy
+
+    s = highspy.HighsModelStatus
+    if status in (s.kOptimal, s.kModelEmpty):
+        return SolveStatus.OPTIMAL
+    if status == s.kInfeasible:
+        return SolveStatus.INFEASIBLE
+    if status in (
+        s.kTimeLimit,
+        s.kIterationLimit,
+        s.kSolutionLimit,
+        s.kInterrupt,
+        s.kHighsInterrupt,
+        s.kObjectiveBound,
+        s.kObjectiveTarget,
+        s.kUnknown,
+    ):
+        return SolveStatus.FEASIBLE if has_solution else SolveStatus.NO_SOLUTION
+    return SolveStatus.ERROR

@@ -1,0 +1,79 @@
+"""The result of a solve, common to all backends; JSON-serialisable summary."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+import numpy as np
+
+
+class SolveStatus(StrEnum):
+    """Outcome of a solve, shared by all backends."""
+
+    OPTIMAL = "optimal"
+    FEASIBLE = "feasible"
+    INFEASIBLE = "infeasible"
+    NO_SOLUTION = "no_solution_within_limit"
+    ERROR = "error"
+
+
+@dataclass
+class SolveResult:
+    """Status, objective, bound, timings, incumbent trajectory and values by block of one solve."""
+
+    status: SolveStatus
+    objective: float | None = None
+    bound: float | None = None
+    wall_time: float = 0.0
+    time_to_first: float | None = None
+    trajectory: list[tuple[float, float]] = field(default_factory=list)
+    values: dict[str, np.ndarray] = field(default_factory=dict)
+    backend: str = ""
+    solver_version: str = ""
+    log: str | None = None
+    x: np.ndarray | None = field(default=None, repr=False)  # flat column values of the solved model
+
+    @property
+    def has_solution(self) -> bool:
+        """Whether values are available (optimal or feasible)."""
+        return self.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE)
+
+    @property
+    def gap(self) -> float | None:
+        """Relative gap ``|objective - bound| / max(|objective|, 1e-9)`` (0 when they agree)."""
+        if self.objective is None or self.bound is None or not math.isfinite(self.bound):
+            return None
+        diff = abs(self.objective - self.bound)
+        return 0.0 if diff <= 1e-9 else diff / max(abs(self.objective), 1e-9)
+
+    def summary(self, include_values: bool = False) -> dict[str, Any]:
+        """A JSON-serialisable dict (values as nested lists only if asked)."""
+        out: dict[str, Any] = {
+            "status": self.status.value,
+            "objective": _num(self.objective),
+            "bound": _num(self.bound),
+            "gap": _num(self.gap),
+            "wall_time": self.wall_time,
+            "time_to_first": self.time_to_first,
+            "trajectory": [[t, _num(v)] for t, v in self.trajectory],
+            "backend": self.backend,
+            "solver_version": self.solver_version,
+        }
+        if include_values:
+            out["values"] = {k: v.tolist() for k, v in self.values.items()}
+        return out
+
+    def to_json(self, include_values: bool = False) -> str:
+        """``summary()`` as a JSON string."""
+        return json.dumps(self.summary(include_values))
+
+
+def _num(v: float | None) -> float | str | None:
+    """JSON has no inf/nan: spell them as strings."""
+    if v is None or math.isfinite(v):
+        return v
+    return str(v)
