@@ -178,7 +178,7 @@ def compare_command(
             except RematError as error:
                 if len(chosen) == 1:
                     raise
-                errors.print(f"{name}: {error}")
+                errors.print(f"{name}: skipped: {error}", highlight=False, markup=False)
     console.print(_results_table(f"{graph_path.name} at {limit:,} B", results))
 
 
