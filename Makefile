@@ -3,16 +3,22 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
+EXTRAS := dev,gurobi
+APT_PACKAGES := minizinc coinor-cbc glpk-utils
 DEMO_GRAPH := examples/graphs/unet_train.json
 
 .PHONY: setup demo test lint bench clean
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml Makefile
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[$(EXTRAS)]'
+	command -v minizinc >/dev/null && command -v cbc >/dev/null && command -v glpsol >/dev/null \
+		|| { command -v apt-get >/dev/null && apt-get update -qq \
+		&& apt-get install -y -qq --no-install-recommends $(APT_PACKAGES) >/dev/null; } \
+		|| echo "warning: could not apt-get install $(APT_PACKAGES); the tests that need them will skip"
 	touch $(STAMP)
 
 demo: $(STAMP)

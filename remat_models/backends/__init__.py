@@ -24,7 +24,10 @@ __all__ = [
 # name -> "module:Class" (imported lazily, so that listing backends never imports a solver)
 _REGISTRY: dict[str, str] = {
     "cpsat": "remat_models.backends.cpsat:CpSatBackend",
+    "gurobi": "remat_models.backends.gurobi:GurobiBackend",
     "highs": "remat_models.backends.highs:HighsBackend",
+    "minizinc": "remat_models.backends.minizinc:MiniZincBackend",
+    "pyomo": "remat_models.backends.pyomo:PyomoBackend",
 }
 
 

@@ -1,0 +1,181 @@
+"""Gurobi backend (gurobipy matrix API): CSR rows via ``addMConstr``, indicators via ``addGenConstrIndicator``."""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from remat_models.backends.base import LoweringBackend, SolveLimits, Trajectory
+from remat_models.errors import BackendUnavailableError, ModelTooLargeError, SolverError
+from remat_models.model import Model, SolveResult, SolveStatus
+from remat_models.model import constructs as C
+from remat_models.model.size import model_size
+
+log = logging.getLogger(__name__)
+
+SIZE_LIMITED = 10010  # GurobiError: "Model too large for size-limited license"
+NO_LICENSE = (10009, 10032)  # no/expired license
+
+
+class GurobiBackend(LoweringBackend):
+    """Gurobi MIP; takes continuous variables and indicator rows natively, everything else lowered."""
+
+    name = "gurobi"
+    native_constructs = frozenset({C.CONTINUOUS, C.INDICATOR})
+    module = "gurobipy"
+    install_hint = "pip install 'remat_models[gurobi]' (gurobipy and scipy; pip's gurobipy license is size-limited)"
+
+    @classmethod
+    def available(cls) -> bool:
+        """Whether gurobipy and scipy (for the CSR matrices) are importable."""
+        return super().available() and importlib.util.find_spec("scipy") is not None
+
+    def _solve_lowered(self, model: Model, limits: SolveLimits, hint: np.ndarray | None) -> SolveResult:
+        import gurobipy as gp
+        from gurobipy import GRB
+
+        lines: list[str] = []
+        traj = Trajectory()
+        try:
+            with gp.Env(params={"OutputFlag": 0}) as env, gp.Model(model.name, env=env) as gm:
+                x = build(gm, model)
+                _set_params(gm, limits)
+                if hint is not None:
+                    x.Start = np.where(np.isnan(hint), GRB.UNDEFINED, hint)
+                gm.optimize(_callback(traj, lines if limits.log else None))
+                if gm.Status == GRB.INF_OR_UNBD:  # ask again without dual reductions to tell the two apart
+                    gm.Params.DualReductions = 0
+                    gm.optimize()
+                return _result(gm, x, model, traj, lines if limits.log else None)
+        except gp.GurobiError as err:
+            raise _translate(err, model) from err
+
+
+def build(gm: Any, model: Model) -> Any:
+    """Add ``model``'s columns, linear rows, indicator rows and objective to the gurobipy model ``gm``; return x."""
+    import scipy.sparse as sp
+    from gurobipy import GRB
+
+    extra = model.constructs() - GurobiBackend.native_constructs
+    if extra:
+        raise SolverError(f"gurobi: lower the model first; it still holds {', '.join(sorted(extra))}")
+    lb, ub, integer = model.col_lb, model.col_ub, model.col_integer
+    vtype = np.where(integer & (lb >= 0) & (ub <= 1), GRB.BINARY, np.where(integer, GRB.INTEGER, GRB.CONTINUOUS))
+    x = gm.addMVar(model.num_cols, lb=lb, ub=ub, vtype=vtype, name="x")
+    n = model.num_cols
+    indptr, cols, vals, rlb, rub = model.linear_csr()
+    a = sp.csr_matrix((vals, cols, indptr), shape=(len(rlb), n))
+    for rows, sense, rhs in _by_sense(rlb, rub):
+        gm.addMConstr(a[rows], x, sense, rhs)
+    for ind in model.indicators:
+        af = ind.rows.to_affine()
+        a = sp.csr_matrix((af.coefs, af.cols, af.indptr), shape=(ind.rows.num_rows, n))
+        a.sum_duplicates()
+        for rows, sense, rhs in _by_sense(ind.rows.lb, ind.rows.ub):
+            gm.addGenConstrIndicator(x[ind.lit_cols[rows]], ~ind.lit_neg[rows], a[rows] @ x, sense, rhs)
+    gm.setObjective(
+        model.objective_vector() @ x + model.obj_offset, GRB.MINIMIZE if model.sense == "min" else GRB.MAXIMIZE
+    )
+    return x
+
+
+def _by_sense(lb: np.ndarray, ub: np.ndarray) -> Iterator[tuple[np.ndarray, str, np.ndarray]]:
+    """Rows grouped as (row ids, sense, rhs): equalities, then finite upper sides, then finite lower sides."""
+    eq = lb == ub
+    for rows, sense, rhs in (
+        (np.flatnonzero(eq), "=", lb),
+        (np.flatnonzero(~eq & np.isfinite(ub)), "<", ub),
+        (np.flatnonzero(~eq & np.isfinite(lb)), ">", lb),
+    ):
+        if len(rows):
+            yield rows, sense, rhs[rows]
+
+
+def _set_params(gm: Any, limits: SolveLimits) -> None:
+    p = gm.Params
+    if limits.time_limit is not None:
+        p.TimeLimit = float(limits.time_limit)
+    if limits.mip_gap is not None:
+        p.MIPGap = float(limits.mip_gap)
+    p.Threads = max(1, limits.workers)
+    p.Seed = int(limits.seed)
+    if limits.log:
+        p.LogToConsole, p.OutputFlag = 0, 1  # in this order: messages reach the callback only
+
+
+def _callback(traj: Trajectory, lines: list[str] | None) -> Any:
+    """A callback recording improving incumbents (and log lines when asked)."""
+    from gurobipy import GRB
+
+    def cb(gm: Any, where: int) -> None:
+        if where == GRB.Callback.MIPSOL:
+            obj = gm.cbGet(GRB.Callback.MIPSOL_OBJ)
+            if not traj.points or obj != traj.points[-1][1]:
+                traj.record(obj)
+        elif where == GRB.Callback.MESSAGE and lines is not None:
+            lines.append(gm.cbGet(GRB.Callback.MSG_STRING).rstrip("\n"))
+
+    return cb
+
+
+def _result(gm: Any, x: Any, model: Model, traj: Trajectory, lines: list[str] | None) -> SolveResult:
+    import gurobipy as gp
+
+    has_sol = gm.SolCount > 0
+    result = SolveResult(
+        status=_status(gm.Status, has_sol),
+        trajectory=traj.points,
+        time_to_first=traj.first,
+        solver_version="gurobi {}.{}.{}".format(*gp.gurobi.version()),
+        log="\n".join(lines) if lines is not None else None,
+    )
+    if result.has_solution:
+        result.x = np.asarray(x.X, dtype=np.float64)
+        result.objective = model.objective_value(result.x)
+        result.bound = float(gm.ObjBound) if gm.IsMIP else result.objective
+        if not traj.points:  # an LP, or an optimum found before any callback
+            traj.record(result.objective)
+            result.trajectory, result.time_to_first = traj.points, traj.first
+    return result
+
+
+def _status(status: int, has_solution: bool) -> SolveStatus:
+    from gurobipy import GRB
+
+    if status == GRB.OPTIMAL:
+        return SolveStatus.OPTIMAL
+    if status == GRB.INFEASIBLE:
+        return SolveStatus.INFEASIBLE
+    limited = (
+        GRB.TIME_LIMIT,
+        GRB.NODE_LIMIT,
+        GRB.SOLUTION_LIMIT,
+        GRB.ITERATION_LIMIT,
+        GRB.INTERRUPTED,
+        GRB.WORK_LIMIT,
+        GRB.MEM_LIMIT,
+        GRB.USER_OBJ_LIMIT,
+        GRB.SUBOPTIMAL,
+    )
+    if status in limited:
+        return SolveStatus.FEASIBLE if has_solution else SolveStatus.NO_SOLUTION
+    return SolveStatus.ERROR
+
+
+def _translate(err: Any, model: Model) -> Exception:
+    """The library's error for a ``GurobiError``."""
+    if err.errno == SIZE_LIMITED:
+        size = model_size(model)
+        return ModelTooLargeError(
+            f"gurobi: the model ({size.variables} variables, {size.constraints} constraints after lowering) is"
+            " above the size limit of the license in use (pip's gurobipy ships a size-limited license: about"
+            " 2000 variables and 2000 constraints); install a full Gurobi license, or use highs/cpsat",
+            estimate=size.as_dict(),
+        )
+    if err.errno in NO_LICENSE:
+        return BackendUnavailableError(f"gurobi: no usable license ({err}); {GurobiBackend.install_hint}")
+    return SolverError(f"gurobi failed: {err} (error {err.errno})")
