@@ -122,16 +122,42 @@ def _results_table(title: str, results: list[PlanResult]) -> Table:
     table = Table(title=title)
     for column in ("method", "status", "peak (B)", "peak/ref", "TDI %", "recomp.", "time (s)"):
         table.add_column(column, justify="left" if column in ("method", "status") else "right")
+    labels = {"within_budget": "[green]fits[/green]", "over_budget": "[red]over budget[/red]"}
     for result in results:
-        fits = result.status.value == "within_budget"
+        sim = result.simulation
         table.add_row(
             result.method,
-            "[green]fits[/green]" if fits else "[red]over budget[/red]",
-            f"{result.simulation.peak:,}",
-            f"{result.peak_fraction:.1%}",
-            f"{result.simulation.tdi:.2f}",
-            f"{result.simulation.recomputations:,}",
+            labels.get(result.status.value, f"[red]{result.status.value}[/red]"),
+            "-" if sim is None else f"{sim.peak:,}",
+            "-" if sim is None else f"{result.peak_fraction:.1%}",
+            "-" if sim is None else f"{sim.tdi:.2f}",
+            "-" if sim is None else f"{sim.recomputations:,}",
             f"{result.wall_time:.3f}",
+        )
+    return table
+
+
+def _solver_table(result: PlanResult) -> Table | None:
+    """Solver numbers (objective, bound, gap, times) when a formulation produced the plan."""
+    keys = [
+        ("solver_status", "solver status"),
+        ("objective", "objective"),
+        ("bound", "best bound"),
+        ("gap", "gap"),
+        ("time_to_first_s", "time to first (s)"),
+        ("lp_status", "LP status"),
+        ("lp_bound", "LP bound (staged)"),
+        ("candidates", "rounded candidates"),
+        ("lowest_peak", "lowest rounded peak (B)"),
+    ]
+    rows = [(label, result.details[key]) for key, label in keys if result.details.get(key) is not None]
+    if not rows:
+        return None
+    table = Table(show_header=False)
+    for label, value in rows:
+        table.add_row(
+            label,
+            f"{value:,.6g}" if isinstance(value, float) else f"{value:,}" if isinstance(value, int) else str(value),
         )
     return table
 
@@ -140,20 +166,98 @@ def _results_table(title: str, results: list[PlanResult]) -> Table:
 def solve_command(
     graph_path: GraphPath,
     budget: BudgetOption,
-    method: Annotated[str, typer.Option("--method", "-m", help="Planning method.")] = "chen-greedy",
+    method: Annotated[
+        str | None, typer.Option("--method", "-m", help="Heuristic method (default chen-greedy).")
+    ] = None,
+    formulation: Annotated[str | None, typer.Option("--formulation", "-f", help="Exact model, e.g. checkmate.")] = None,
+    backend: Annotated[
+        str, typer.Option("--backend", help="Solver: cpsat, highs, gurobi, minizinc, pyomo:cbc.")
+    ] = "highs",
+    approx: Annotated[str | None, typer.Option("--approx", help="Approximation: lp-rounding (checkmate).")] = None,
+    time_limit: Annotated[float | None, typer.Option("--time-limit", help="Solver time limit in seconds.")] = None,
+    init: Annotated[str | None, typer.Option("--init", help="Warm start from a heuristic method's schedule.")] = None,
+    unpartitioned: Annotated[
+        bool, typer.Option("--unpartitioned", help="Checkmate without stages (small graphs).")
+    ] = False,
+    allowance: Annotated[float, typer.Option("--allowance", help="LP rounding: solve the LP at (1-eps) budget.")] = 0.0,
+    seed: Annotated[int, typer.Option("--seed", help="Solver / rounding seed.")] = 0,
+    workers: Annotated[int, typer.Option("--workers", help="Solver threads (where supported).")] = 1,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Write the schedule JSON here.")] = None,
 ) -> None:
-    """Plan a graph under a budget with one method; exit 3 if the schedule does not fit."""
+    """Plan a graph under a budget with a heuristic or a solver; exit 3 if no schedule fits."""
     graph = read_graph(graph_path)
     limit = _resolve_budget(graph, budget)
-    result = plan(graph, limit, method)
+    options: dict[str, object] = {}
+    if unpartitioned:
+        options["staged"] = False
+    if allowance:
+        if approx is None:
+            raise ConfigurationError("--allowance is an option of --approx lp-rounding")
+        options["allowance"] = allowance
+    if formulation is None and (approx or init or options or backend != "highs" or time_limit is not None):
+        raise ConfigurationError("--backend, --approx, --time-limit, --init and --unpartitioned need --formulation")
+    if formulation is None:
+        result = plan(graph, limit, method or "chen-greedy")
+    elif method is not None:
+        raise ConfigurationError("give either --method or --formulation, not both")
+    else:
+        result = plan(
+            graph,
+            limit,
+            formulation=formulation,
+            backend=backend,
+            approx=approx,
+            time_limit=time_limit,
+            init=init,
+            options=options,
+            seed=seed,
+            workers=workers,
+        )
     console.print(_results_table(f"{graph_path.name} at {limit:,} B", [result]))
-    if out is not None:
+    solver = _solver_table(result)
+    if solver is not None:
+        console.print(solver)
+    if out is not None and result.schedule is not None:
         write_schedule(out, result.schedule, graph, metadata=result.metadata())
         console.print(f"wrote {out}")
     if result.status.value != "within_budget":
-        errors.print(f"error: {method} found no schedule within {limit:,} B (best peak {result.simulation.peak:,} B)")
+        peak = "" if result.simulation is None else f" (best peak {result.simulation.peak:,} B)"
+        errors.print(f"error: {result.method} found no schedule within {limit:,} B: {result.status.value}{peak}")
         raise typer.Exit(3)
+
+
+EXPORT_FORMATS = ("lp", "mps", "mzn")
+
+
+@app.command("export")
+def export_command(
+    graph_path: GraphPath,
+    budget: BudgetOption,
+    output: Annotated[Path, typer.Option("--out", "-o", help="Model file to write.")],
+    formulation: Annotated[str, typer.Option("--formulation", "-f", help="Model, e.g. checkmate.")] = "checkmate",
+    fmt: Annotated[str | None, typer.Option("--format", help="lp | mps | mzn (default: the file's suffix).")] = None,
+    unpartitioned: Annotated[bool, typer.Option("--unpartitioned", help="Checkmate without stages.")] = False,
+) -> None:
+    """Write a formulation's model to an .lp / .mps / .mzn file (integral memory for .mzn)."""
+    from remat_models.backends.export import export
+    from remat_models.formulations import get_formulation
+
+    chosen = fmt or output.suffix.lstrip(".")
+    if chosen not in EXPORT_FORMATS:
+        raise ConfigurationError(f"unknown export format {chosen!r}; choose one of {', '.join(EXPORT_FORMATS)}")
+    if output.suffix != f".{chosen}":
+        raise ConfigurationError(f"output {output} does not end in .{chosen}")
+    graph = read_graph(graph_path)
+    limit = _resolve_budget(graph, budget)
+    check_budget(graph, limit)
+    form = get_formulation(formulation)
+    options: dict[str, object] = {"staged": False} if unpartitioned else {}
+    integral_option = getattr(form, "integral_option", None)
+    if integral_option is not None:
+        options[integral_option] = chosen == "mzn"
+    built = form.build(graph, limit, options)
+    export(built.model, output)
+    console.print(f"wrote {output} ({built.model.num_cols:,} variables, {built.model.num_rows:,} rows)")
 
 
 @app.command("compare")

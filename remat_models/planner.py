@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
+from remat_models.backends import SolveLimits, SolveStatus
 from remat_models.budget import check_budget
 from remat_models.errors import ConfigurationError
 from remat_models.graph import Graph
@@ -20,10 +22,15 @@ Method = Callable[[Graph, int], Schedule]
 
 
 class PlanStatus(StrEnum):
-    """Whether the schedule a method returned fits the budget (as simulated)."""
+    """Whether the schedule a method returned fits the budget (as simulated), or why there is none."""
 
     WITHIN_BUDGET = "within_budget"
     OVER_BUDGET = "over_budget"
+    INFEASIBLE = "infeasible"  # the solver proved that the model has no solution
+    NO_SCHEDULE = "no_schedule"  # no solution within the limits (or a solver error)
+
+
+APPROXIMATIONS = ("lp-rounding",)
 
 
 @dataclass(frozen=True)
@@ -36,28 +43,33 @@ class PlanResult:
     budget: int
     reference_peak: int
     status: PlanStatus
-    schedule: Schedule
-    simulation: SimulationResult
+    schedule: Schedule | None
+    simulation: SimulationResult | None
     wall_time: float
+    details: dict[str, Any] = field(default_factory=dict)  # solver numbers (status, objective, bound, ...)
 
     @property
     def peak_fraction(self) -> float:
-        """Simulated peak as a fraction of the input-order peak."""
-        return self.simulation.peak / self.reference_peak if self.reference_peak else 0.0
+        """Simulated peak as a fraction of the input-order peak (0 without a schedule)."""
+        if self.simulation is None or not self.reference_peak:
+            return 0.0
+        return self.simulation.peak / self.reference_peak
 
     def metadata(self) -> dict[str, object]:
         """JSON-ready summary stored beside a schedule on disk."""
+        sim = self.simulation
         return {
             "graph_name": self.graph_name,
             "graph_hash": self.graph_hash,
             "method": self.method,
             "budget": self.budget,
             "status": self.status.value,
-            "peak": self.simulation.peak,
-            "total_cost": self.simulation.total_cost,
-            "tdi": self.simulation.tdi,
-            "recomputations": self.simulation.recomputations,
+            "peak": None if sim is None else sim.peak,
+            "total_cost": None if sim is None else sim.total_cost,
+            "tdi": None if sim is None else sim.tdi,
+            "recomputations": None if sim is None else sim.recomputations,
             "wall_time_s": self.wall_time,
+            **self.details,
         }
 
 
@@ -66,26 +78,117 @@ def methods() -> dict[str, Method]:
     return dict(BASELINES)
 
 
-def plan(graph: Graph, budget: int, method: str) -> PlanResult:
-    """Plan ``graph`` under ``budget`` bytes with ``method``; the result is always re-simulated."""
-    available = methods()
-    if method not in available:
-        raise ConfigurationError(f"unknown method {method!r}; choose one of {', '.join(available)}")
+def plan(
+    graph: Graph,
+    budget: int,
+    method: str | None = None,
+    *,
+    formulation: str | None = None,
+    backend: str = "highs",
+    approx: str | None = None,
+    time_limit: float | None = None,
+    init: str | Schedule | None = None,
+    options: Mapping[str, Any] | None = None,
+    seed: int = 0,
+    workers: int = 1,
+) -> PlanResult:
+    """Plan ``graph`` under ``budget`` bytes with a heuristic ``method`` or a ``formulation`` on a ``backend``.
+
+    ``approx="lp-rounding"`` (Checkmate only) solves the LP relaxation with HiGHS and rounds it;
+    ``options`` go to the formulation (for lp-rounding: ``allowance``, ``order``, ``samples``, ...).
+    ``init`` (a baseline name or a Schedule) warm-starts a solver. The result is always re-simulated.
+    """
+    if (method is None) == (formulation is None):
+        raise ConfigurationError("give either a heuristic method or a formulation")
     check_budget(graph, budget)
     started = time.perf_counter()
-    schedule = available[method](graph, budget)
+    if method is not None:
+        schedule, label, status, details = _heuristic(graph, budget, method), method, None, {}
+    elif approx is not None:
+        schedule, label, status, details = _approximate(
+            graph, budget, formulation, backend, approx, time_limit, options, seed
+        )
+    else:
+        limits = SolveLimits(time_limit=time_limit, workers=workers, seed=seed)
+        schedule, label, status, details = _exact(graph, budget, formulation, backend, limits, init, options)
     wall_time = time.perf_counter() - started
-    simulation = simulate(graph, schedule)
-    status = PlanStatus.WITHIN_BUDGET if simulation.fits(budget) else PlanStatus.OVER_BUDGET
-    log.info("%s on %s: peak %d (budget %d), TDI %.2f%%", method, graph.name, simulation.peak, budget, simulation.tdi)
+    simulation = None if schedule is None else simulate(graph, schedule)
+    if simulation is not None:
+        status = PlanStatus.WITHIN_BUDGET if simulation.fits(budget) else PlanStatus.OVER_BUDGET
+        log.info(
+            "%s on %s: peak %d (budget %d), TDI %.2f%%", label, graph.name, simulation.peak, budget, simulation.tdi
+        )
     return PlanResult(
         graph_name=graph.name,
         graph_hash=graph.content_hash,
-        method=method,
+        method=label,
         budget=budget,
         reference_peak=input_order_peak(graph),
-        status=status,
+        status=status or PlanStatus.NO_SCHEDULE,
         schedule=schedule,
         simulation=simulation,
         wall_time=wall_time,
+        details=details,
     )
+
+
+def _heuristic(graph: Graph, budget: int, method: str) -> Schedule:
+    available = methods()
+    if method not in available:
+        raise ConfigurationError(f"unknown method {method!r}; choose one of {', '.join(available)}")
+    return available[method](graph, budget)
+
+
+def initial_schedule(graph: Graph, budget: int, init: str | Schedule | None) -> Schedule | None:
+    """A warm-start schedule: given, or produced by the heuristic method named ``init``."""
+    return _heuristic(graph, budget, init) if isinstance(init, str) else init
+
+
+def _exact(
+    graph: Graph,
+    budget: int,
+    formulation: str,
+    backend: str,
+    limits: SolveLimits,
+    init: str | Schedule | None,
+    options: Mapping[str, Any] | None,
+) -> tuple[Schedule | None, str, PlanStatus | None, dict[str, Any]]:
+    from remat_models.optimize import solve_model
+
+    outcome = solve_model(
+        graph, budget, formulation, backend, options=options, limits=limits, init=initial_schedule(graph, budget, init)
+    )
+    status = PlanStatus.INFEASIBLE if outcome.status == SolveStatus.INFEASIBLE else None
+    details = {**outcome.summary(), "init": init if isinstance(init, str) else None}
+    return outcome.schedule, f"{formulation}/{backend}", status, details
+
+
+def _approximate(
+    graph: Graph,
+    budget: int,
+    formulation: str,
+    backend: str,
+    approx: str,
+    time_limit: float | None,
+    options: Mapping[str, Any] | None,
+    seed: int,
+) -> tuple[Schedule | None, str, PlanStatus | None, dict[str, Any]]:
+    from remat_models.optimize import lp_rounding
+
+    if approx not in APPROXIMATIONS or formulation != "checkmate":
+        raise ConfigurationError(f"unknown approximation {approx!r} for {formulation!r}; checkmate has lp-rounding")
+    spec = "highs:lp" if backend in ("highs", "highs:lp") else backend
+    outcome = lp_rounding(
+        graph,
+        budget,
+        backend=spec,
+        limits=SolveLimits(time_limit=time_limit, seed=seed),
+        seed=seed,
+        **dict(options or {}),
+    )
+    chosen = outcome.best or outcome.lowest_peak
+    status = None
+    if chosen is None:
+        status = PlanStatus.INFEASIBLE if outcome.lp_status == SolveStatus.INFEASIBLE else PlanStatus.NO_SCHEDULE
+    details = {"formulation": formulation, "backend": spec, **outcome.summary()}
+    return None if chosen is None else chosen.schedule, "checkmate/lp-rounding", status, details
