@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 from checkmate_graphs import budgets, diamond, random_dag, tiny_graphs, tiny_unet
@@ -117,13 +115,11 @@ def test_infeasible_budget_is_reported_not_raised() -> None:
 
 def test_eight_layer_chain_at_budget_four() -> None:
     graph = linear_chain(8)
-    started = time.perf_counter()
     outcome = solve_model(graph, 4, "checkmate", "highs", limits=LIMITS)
     assert outcome.status == SolveStatus.OPTIMAL
     assert outcome.objective == 26.0
     sim = simulate(graph, outcome.schedule)
     assert sim.peak <= 4 and sim.total_cost == 26.0
-    assert time.perf_counter() - started < 30
 
 
 def test_warm_start_from_a_baseline() -> None:

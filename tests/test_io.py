@@ -359,6 +359,7 @@ def test_node_link_rejects_bad_input_naming_the_problem(data: Any, message: str)
     assert message in str(info.value)
 
 
+@pytest.mark.bench
 def test_node_link_reading_is_not_quadratic() -> None:
     graph = linear_chain(30_000)  # 60,001 nodes, 90,000 edges
     start = time.perf_counter()
