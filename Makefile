@@ -3,7 +3,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
-EXTRAS := dev,gurobi
+# torch is pinned (==2.13.0) so pip takes the CPU wheel, never the multi-GB CUDA build (docs/torch.md)
+EXTRAS := dev,gurobi,torch
 APT_PACKAGES := minizinc coinor-cbc glpk-utils
 DEMO_GRAPH := examples/graphs/unet_train.json
 

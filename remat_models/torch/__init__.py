@@ -1,0 +1,21 @@
+"""PyTorch front end: trace training steps into Graphs, run Schedules on real tensors (needs the torch extra)."""
+
+from remat_models.torch.api import RematStep, apply_grads, extract, fixed_tensors, plan
+from remat_models.torch.executor import Executor, StepResult
+from remat_models.torch.mapping import Role, TorchGraph, to_graph
+from remat_models.torch.trace import TracedStep, trace_step
+
+__all__ = [
+    "Executor",
+    "RematStep",
+    "Role",
+    "StepResult",
+    "TorchGraph",
+    "TracedStep",
+    "apply_grads",
+    "extract",
+    "fixed_tensors",
+    "plan",
+    "to_graph",
+    "trace_step",
+]

@@ -1,0 +1,146 @@
+"""One-call API: trace a model's training step, plan it under a budget, run it with exact gradients."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+from remat_models.budget import parse_budget
+from remat_models.errors import ConfigurationError, GraphError, InvalidScheduleError, SolverError
+from remat_models.planner import PlanResult, PlanStatus
+from remat_models.planner import plan as plan_graph
+from remat_models.schedule import Schedule
+from remat_models.torch.costs import CostModel, check_cost_model, flop_cost
+from remat_models.torch.executor import Executor, StepResult
+from remat_models.torch.mapping import TorchGraph, to_graph
+from remat_models.torch.trace import LossFn, TensorSpec, TracedStep, as_tensors, trace_step
+
+log = logging.getLogger(__name__)
+
+Tensors = torch.Tensor | Sequence[torch.Tensor]
+
+
+def fixed_tensors(model: nn.Module, traced: TracedStep, inputs: Tensors, targets: Tensors | None) -> list[torch.Tensor]:
+    """Params, buffers, inputs and targets in placeholder order; GraphError if they differ from the trace."""
+    params = dict(model.named_parameters())
+    buffers = dict(model.named_buffers())
+    if tuple(params) != traced.param_names or tuple(buffers) != traced.buffer_names:
+        raise GraphError("the model's parameters or buffers differ from the traced ones; trace it again")
+    if model.training != traced.training:
+        raise GraphError(f"the step was traced with training={traced.training}; trace it again after .train/.eval")
+    given = as_tensors(inputs, "inputs")
+    wanted = as_tensors(targets, "targets")
+    for what, tensors, specs in (("inputs", given, traced.input_specs), ("targets", wanted, traced.target_specs)):
+        found = tuple(TensorSpec.of(t) for t in tensors)
+        if found != specs:
+            raise GraphError(f"{what} {found} differ from the traced {specs}; the graph is specialised to them")
+    return [*(p.detach() for p in params.values()), *buffers.values(), *given, *wanted]
+
+
+def extract(
+    model: nn.Module,
+    example_inputs: Tensors,
+    loss_fn: LossFn,
+    example_targets: Tensors | None = None,
+    *,
+    cost: CostModel = "flops",
+    repeats: int = 3,
+    name: str = "",
+) -> TorchGraph:
+    """Trace a training step with fake tensors and map it to a Graph (costs: FLOPs, or op times measured here)."""
+    check_cost_model(cost)
+    traced = trace_step(model, example_inputs, loss_fn, example_targets, name=name)
+    torch_graph = to_graph(traced, flop_cost)
+    if cost == "time":
+        fixed = fixed_tensors(model, traced, example_inputs, example_targets)
+        torch_graph = to_graph(traced, Executor(torch_graph).measure_times(fixed, repeats))
+    return torch_graph
+
+
+def apply_grads(model: nn.Module, grads: Sequence[torch.Tensor | None]) -> None:
+    """Accumulate gradients into ``.grad`` as ``loss.backward()`` does."""
+    for param, grad in zip(model.parameters(), grads, strict=True):
+        if grad is None:
+            continue
+        if param.grad is None:
+            param.grad = grad if grad.stride() == param.stride() else grad.clone(memory_format=torch.preserve_format)
+        else:
+            param.grad += grad
+
+
+def apply_buffers(model: nn.Module, updates: dict[str, torch.Tensor]) -> None:
+    """Copy new buffer values (e.g. BatchNorm running stats) into the model's buffers."""
+    buffers = dict(model.named_buffers())
+    for buffer_name, value in updates.items():
+        buffers[buffer_name].copy_(value)
+
+
+class RematStep:
+    """A planned training step: ``loss = step(inputs, targets)`` fills ``.grad`` like ``loss.backward()``."""
+
+    def __init__(self, model: nn.Module, torch_graph: TorchGraph, schedule: Schedule | PlanResult) -> None:
+        self.model = model
+        self.torch_graph = torch_graph
+        self.executor = Executor(torch_graph)
+        self.plan_result = schedule if isinstance(schedule, PlanResult) else None
+        if self.plan_result is not None and self.plan_result.graph_hash != torch_graph.graph.content_hash:
+            raise InvalidScheduleError(
+                f"the plan is for graph {self.plan_result.graph_name!r} ({self.plan_result.graph_hash[:12]}), "
+                f"not for {torch_graph.graph.name!r} ({torch_graph.graph.content_hash[:12]})"
+            )
+        self.schedule = schedule.schedule if isinstance(schedule, PlanResult) else schedule
+        self.simulation = self.executor.check(self.schedule)
+        self.last: StepResult | None = None
+
+    @property
+    def predicted_peak(self) -> int:
+        """Simulated peak bytes above the model's fixed memory."""
+        return self.simulation.peak - self.torch_graph.fixed_mem
+
+    def __call__(self, inputs: Tensors, targets: Tensors | None = None, *, track: bool = False) -> torch.Tensor:
+        """Run the schedule on ``inputs``/``targets``; accumulate ``.grad``, update buffers, return the loss."""
+        fixed = fixed_tensors(self.model, self.torch_graph.traced, inputs, targets)
+        result = self.executor.run(self.schedule, fixed, track=track)
+        apply_grads(self.model, result.grads)
+        apply_buffers(self.model, result.buffer_updates)
+        self.last = result
+        return result.loss
+
+
+def plan(
+    model: nn.Module,
+    example_inputs: Tensors,
+    loss_fn: LossFn,
+    budget: str | int | float = "100%",
+    method: str | None = None,
+    *,
+    example_targets: Tensors | None = None,
+    cost: CostModel = "flops",
+    **options: Any,
+) -> RematStep:
+    """Trace, plan under ``budget`` (bytes, units, or % of the input-order peak) with ``method``, return the step.
+
+    Extra keyword ``options`` go to :func:`remat_models.planner.plan` (e.g. ``formulation="checkmate",
+    backend="highs"`` instead of a heuristic ``method``; the default method is ``chen-greedy``).
+    """
+    if method is None and options.get("formulation") is None:
+        method = "chen-greedy"
+    torch_graph = extract(model, example_inputs, loss_fn, example_targets, cost=cost)
+    graph = torch_graph.graph
+    accepted = inspect.signature(plan_graph).parameters
+    unknown = [key for key in options if key not in accepted]
+    if unknown:
+        raise ConfigurationError(f"planner.plan takes no option(s) {', '.join(unknown)}")
+    limit = parse_budget(budget, graph)
+    result = plan_graph(graph, limit, method, **options)
+    if result.schedule is None:
+        raise SolverError(f"{result.method} returned no schedule ({result.status.value}) for budget {limit:,} B")
+    if result.status is not PlanStatus.WITHIN_BUDGET:
+        peak = result.simulation.peak
+        log.warning("%s found no schedule within %d B (peak %d B); running its best", result.method, limit, peak)
+    return RematStep(model, torch_graph, result)

@@ -1,0 +1,197 @@
+"""Run a Schedule of a traced step on real tensors, tracking live storage bytes at every compute step."""
+
+from __future__ import annotations
+
+import logging
+import operator
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from torch import fx
+
+from remat_models.errors import InvalidScheduleError
+from remat_models.schedule import Compute, Free, Schedule, SimulationResult, simulate
+from remat_models.torch.costs import time_op
+from remat_models.torch.mapping import Role, TorchGraph, size_model, tensors_of
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """Loss, parameter gradients (None where unused), new buffer values, and live bytes per step."""
+
+    loss: torch.Tensor
+    grads: tuple[torch.Tensor | None, ...]
+    buffer_updates: dict[str, torch.Tensor]
+    timeline: np.ndarray = field(repr=False)  # live bytes above fixed memory at each step (-1 if not tracked)
+
+    @property
+    def peak(self) -> int:
+        """Largest live bytes (above fixed memory) at any compute step."""
+        return int(self.timeline.max()) if self.timeline.size else 0
+
+
+class _Live:
+    """Bytes of the storages the executor holds, deduplicated by storage, with reference counts."""
+
+    def __init__(self, device: torch.device, exclude: Sequence[torch.Tensor] = ()) -> None:
+        self.nbytes = size_model(device)
+        self.fixed = set(self.keys(list(exclude)))
+        self.counts: dict[int, int] = {}
+        self.sizes: dict[int, int] = {}
+        self.total = 0
+
+    @staticmethod
+    def keys(value: Any) -> dict[int, int]:
+        """Storage pointer -> storage bytes of every tensor in ``value`` (zero-byte storages skipped)."""
+        found = {}
+        for tensor in tensors_of(value):
+            storage = tensor.untyped_storage()
+            if storage.nbytes():
+                found[storage.data_ptr()] = storage.nbytes()
+        return found
+
+    def with_new(self, value: Any) -> int:
+        """Live bytes if ``value`` were added (the output being produced counts)."""
+        fresh = [n for k, n in self.keys(value).items() if k not in self.counts and k not in self.fixed]
+        return self.total + sum(self.nbytes(n) for n in fresh)
+
+    def add(self, value: Any) -> list[int]:
+        """Hold ``value``; return its storage keys for the matching ``remove``."""
+        keys = {k: n for k, n in self.keys(value).items() if k not in self.fixed}
+        for key, size in keys.items():
+            if key not in self.counts:
+                self.counts[key] = 0
+                self.sizes[key] = self.nbytes(size)
+                self.total += self.sizes[key]
+            self.counts[key] += 1
+        return list(keys)
+
+    def remove(self, keys: list[int]) -> None:
+        """Release what ``add`` returned."""
+        for key in keys:
+            self.counts[key] -= 1
+            if not self.counts[key]:
+                del self.counts[key]
+                self.total -= self.sizes.pop(key)
+
+
+class Executor:
+    """Executes schedules of one TorchGraph; ``run`` takes the fixed tensors in placeholder order."""
+
+    def __init__(self, torch_graph: TorchGraph) -> None:
+        self.tg = torch_graph
+        self.placeholders = [n for n in torch_graph.traced.module.graph.nodes if n.op == "placeholder"]
+        self.constants = {
+            n: getattr(torch_graph.traced.module, n.target)
+            for n in torch_graph.traced.module.graph.nodes
+            if n.op == "get_attr"
+        }
+
+    def check(self, schedule: Schedule) -> SimulationResult:
+        """Simulate ``schedule`` on the graph (raises InvalidScheduleError if it is not valid for it)."""
+        return simulate(self.tg.graph, schedule)
+
+    def run(self, schedule: Schedule, fixed: Sequence[torch.Tensor], *, track: bool = True) -> StepResult:
+        """Compute, free and recompute as ``schedule`` says; return the loss, gradients and live bytes."""
+        self.check(schedule)
+        tg = self.tg
+        if len(fixed) != len(self.placeholders):
+            raise InvalidScheduleError(f"expected {len(self.placeholders)} fixed tensors, got {len(fixed)}")
+        values: dict[fx.Node, Any] = dict(zip(self.placeholders, fixed, strict=True))
+        values.update(self.constants)
+        env: dict[int, Any] = {}
+        held: dict[int, list[int]] = {}
+        live = _Live(_device_of(fixed), exclude=fixed)
+        timeline = np.full(len(schedule), -1, dtype=np.int64)
+        with torch.no_grad():
+            for k, step in enumerate(schedule.steps):
+                v = step.node
+                if isinstance(step, Compute):
+                    value = self._compute(v, values, env)
+                    if track:
+                        timeline[k] = live.with_new(value)
+                    value = self._keep(v, value)
+                    env[v] = value
+                    if track:
+                        held[v] = live.add(value)
+                elif isinstance(step, Free):
+                    del env[v]
+                    if track:
+                        live.remove(held.pop(v))
+                        timeline[k] = live.total
+            loss = self._value(tg.loss_node, values, env)
+            grads = tuple(None if g is None else self._value(g, values, env) for g in tg.grad_nodes)
+            updates = self._write_backs(values, env)
+        timeline.setflags(write=False)
+        return StepResult(loss=loss, grads=grads, buffer_updates=updates, timeline=timeline)
+
+    def measure_times(self, fixed: Sequence[torch.Tensor], repeats: int = 3) -> dict[fx.Node, float]:
+        """Median run time of every Graph node's op in the input order (RNG state restored afterwards)."""
+        graph = self.tg.graph
+        values: dict[fx.Node, Any] = dict(zip(self.placeholders, fixed, strict=True))
+        values.update(self.constants)
+        env: dict[int, Any] = {}
+        times: dict[fx.Node, float] = {}
+        devices = [t.device for t in fixed if t.is_cuda]
+        with torch.no_grad(), torch.random.fork_rng(devices=devices):
+            for v in graph.order.tolist():
+                node = self.tg.fx_nodes[v]
+                args, kwargs = fx.node.map_arg((node.args, node.kwargs), lambda a: self._value(a, values, env))
+                times[node] = time_op(node, args, kwargs, repeats)
+                env[v] = self._keep(v, self._compute(v, values, env))
+        return times
+
+    def _compute(self, v: int, values: dict[fx.Node, Any], env: dict[int, Any]) -> Any:
+        """Run Graph node v's op on the current values of its inputs."""
+        node = self.tg.fx_nodes[v]
+        args, kwargs = fx.node.map_arg((node.args, node.kwargs), lambda a: self._value(a, values, env))
+        if self.tg.roles[node] is Role.WRITE_BACK:
+            return args[1].clone(memory_format=torch.contiguous_format)
+        return node.target(*args, **kwargs)
+
+    def _keep(self, v: int, value: Any) -> Any:
+        """Drop the outputs nobody reads (they were the step's workspace)."""
+        kept = self.tg.kept_outputs.get(self.tg.fx_nodes[v])
+        if kept is None or all(kept):
+            return value
+        if not isinstance(value, (tuple, list)):
+            return None
+        return type(value)(item if keep else None for item, keep in zip(value, kept, strict=True))
+
+    def _value(self, node: fx.Node, values: dict[fx.Node, Any], env: dict[int, Any]) -> Any:
+        """The current value of an FX node: fixed, resident, or re-derived (inlined views)."""
+        if node in values:
+            return values[node]
+        role = self.tg.roles[node]
+        if role is Role.INLINE:
+            args, kwargs = fx.node.map_arg((node.args, node.kwargs), lambda a: self._value(a, values, env))
+            if node.target is operator.getitem:
+                return args[0][args[1]]
+            return node.target(*args, **kwargs)
+        v = self.tg.graph.index[node.name]
+        if v not in env:
+            raise InvalidScheduleError(f"{node.name!r} is read but not resident")
+        return env[v]
+
+    def _write_backs(self, values: dict[fx.Node, Any], env: dict[int, Any]) -> dict[str, torch.Tensor]:
+        """New values of mutated buffers, by buffer name."""
+        traced = self.tg.traced
+        n_params = len(traced.param_names)
+        updates = {}
+        for v, node in enumerate(self.tg.fx_nodes):
+            if self.tg.roles[node] is Role.WRITE_BACK:
+                slot = self.placeholders.index(node.args[0])
+                if not n_params <= slot < n_params + len(traced.buffer_names):
+                    raise InvalidScheduleError(f"{node.name!r} mutates an input, which is not supported")
+                updates[traced.buffer_names[slot - n_params]] = env[v]
+        return updates
+
+
+def _device_of(fixed: Sequence[torch.Tensor]) -> torch.device:
+    """Device of the first fixed tensor (CPU if there is none)."""
+    return fixed[0].device if fixed else torch.device("cpu")

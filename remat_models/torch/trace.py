@@ -1,0 +1,176 @@
+"""Trace one training step (forward, loss, backward) of an nn.Module into a functional ATen FX graph."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import fx, nn
+from torch.func import functional_call, functionalize
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from remat_models.errors import GraphError
+from remat_models.torch.ops import is_impure
+from remat_models.torch.split import split_multi_output, undefine_masked_outputs
+
+log = logging.getLogger(__name__)
+
+LossFn = Callable[..., torch.Tensor]
+aten = torch.ops.aten
+
+
+def _batch_norm(
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    bias: torch.Tensor | None,
+    running_mean: torch.Tensor | None,
+    running_var: torch.Tensor | None,
+    training: bool,
+    momentum: float,
+    eps: float,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """native_batch_norm with its hidden running-stats mutation made explicit (same CPU/CUDA kernel)."""
+    if not training or running_mean is None or running_var is None:
+        return aten.native_batch_norm.default(x, weight, bias, running_mean, running_var, training, momentum, eps)
+    out, mean, rstd, new_mean, new_var = aten._native_batch_norm_legit_functional.default(
+        x, weight, bias, running_mean, running_var, training, momentum, eps
+    )
+    running_mean.copy_(new_mean)
+    running_var.copy_(new_var)
+    return out, mean, rstd
+
+
+# native_batch_norm's schema hides that it updates the running stats; this makes functionalization see it.
+_DECOMPOSITIONS = {aten.native_batch_norm.default: _batch_norm}
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """Shape, dtype and device of one example tensor (the traced graph is specialised to them)."""
+
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+    device: torch.device
+
+    @classmethod
+    def of(cls, tensor: torch.Tensor) -> TensorSpec:
+        """Describe ``tensor``."""
+        return cls(tuple(tensor.shape), tensor.dtype, tensor.device)
+
+
+@dataclass(frozen=True)
+class TracedStep:
+    """A functional joint graph whose placeholders are params, buffers, inputs, targets (in that order).
+
+    Its outputs are ``(loss, *model_outputs, *gradients)``; a gradient is None for an unused parameter.
+    """
+
+    module: fx.GraphModule
+    param_names: tuple[str, ...]
+    buffer_names: tuple[str, ...]
+    input_specs: tuple[TensorSpec, ...]
+    target_specs: tuple[TensorSpec, ...]
+    n_model_outputs: int
+    training: bool
+    name: str
+
+    @property
+    def n_fixed(self) -> int:
+        """Number of placeholders (everything that is fixed memory)."""
+        return len(self.param_names) + len(self.buffer_names) + len(self.input_specs) + len(self.target_specs)
+
+
+def as_tensors(value: torch.Tensor | Sequence[torch.Tensor] | None, what: str) -> tuple[torch.Tensor, ...]:
+    """Normalise a tensor, a sequence of tensors or None to a tuple of tensors."""
+    if value is None:
+        return ()
+    items = (value,) if isinstance(value, torch.Tensor) else tuple(value)
+    for item in items:
+        if not isinstance(item, torch.Tensor):
+            raise GraphError(f"{what} must be tensors, got {type(item).__name__}")
+    return items
+
+
+def trace_step(
+    model: nn.Module,
+    example_inputs: torch.Tensor | Sequence[torch.Tensor],
+    loss_fn: LossFn,
+    example_targets: torch.Tensor | Sequence[torch.Tensor] | None = None,
+    *,
+    name: str = "",
+) -> TracedStep:
+    """Trace ``loss_fn(model(*inputs), *targets)`` and its parameter gradients with fake tensors.
+
+    Two passes of ``make_fx(tracing_mode="fake")``: the first records the joint ATen graph in program
+    order (autograd runs under the tracer, so backward ops follow the loss); the second re-traces it
+    under ``torch.func.functionalize`` so in-place ops become out-of-place and buffer mutations become
+    trailing ``copy_`` write-backs. Multi-output ops are split in between (see
+    :mod:`remat_models.torch.split`). No real data flows through the model.
+    """
+    inputs = as_tensors(example_inputs, "example inputs")
+    targets = as_tensors(example_targets, "example targets")
+    params = dict(model.named_parameters())
+    buffers = dict(model.named_buffers())
+    param_names, buffer_names = tuple(params), tuple(buffers)
+    n_p, n_b, n_i = len(param_names), len(buffer_names), len(inputs)
+    n_outputs: list[int] = []
+
+    def step(*flat: torch.Tensor) -> tuple[Any, ...]:
+        """Forward, loss and parameter gradients over flat placeholders."""
+        p = dict(zip(param_names, flat[:n_p], strict=True))
+        b = dict(zip(buffer_names, flat[n_p : n_p + n_b], strict=True))
+        out = functional_call(model, (p, b), tuple(flat[n_p + n_b : n_p + n_b + n_i]))
+        outs = as_tensors(out, "model outputs")
+        loss = loss_fn(out, *flat[n_p + n_b + n_i :])
+        if not (isinstance(loss, torch.Tensor) and loss.dim() == 0):
+            raise GraphError(f"loss_fn must return a scalar tensor, got {type(loss).__name__}")
+        trainable = [t for t in p.values() if t.requires_grad]
+        grads = iter(torch.autograd.grad(loss, trainable, allow_unused=True))
+        n_outputs.append(len(outs))
+        return (loss, *outs, *(next(grads) if t.requires_grad else None for t in p.values()))
+
+    flat = [*params.values(), *buffers.values(), *inputs, *targets]
+    try:
+        joint = make_fx(step, tracing_mode="fake", decomposition_table=_DECOMPOSITIONS)(*flat)
+        split_multi_output(joint)
+        with torch.no_grad():
+            functional = make_fx(functionalize(joint, remove="mutations"), tracing_mode="fake")(*flat)
+    except GraphError:
+        raise
+    except Exception as exc:  # tracing failures come as many exception types (data-dependent control flow, ...)
+        raise GraphError(
+            f"cannot trace a training step of {type(model).__name__}: {type(exc).__name__}: {exc}".strip()
+        ) from exc
+    functional.graph.eliminate_dead_code(is_impure_node=is_impure)
+    undefine_masked_outputs(functional)
+    functional.recompile()
+    log.info("traced %s: %d FX nodes", type(model).__name__, len(functional.graph.nodes))
+    return TracedStep(
+        module=functional,
+        param_names=param_names,
+        buffer_names=buffer_names,
+        input_specs=tuple(TensorSpec.of(t) for t in inputs),
+        target_specs=tuple(TensorSpec.of(t) for t in targets),
+        n_model_outputs=n_outputs[0],
+        training=model.training,
+        name=name or type(model).__name__,
+    )
+
+
+def is_random(node: fx.Node) -> bool:
+    """Whether ``node`` draws from the random number generator."""
+    target = node.target
+    return isinstance(target, torch._ops.OpOverload) and torch.Tag.nondeterministic_seeded in target.tags
+
+
+def is_write_back(node: fx.Node) -> bool:
+    """Whether ``node`` copies a new value into a placeholder (a buffer or input mutation)."""
+    return (
+        node.op == "call_function"
+        and node.target is torch.ops.aten.copy_.default
+        and isinstance(node.args[0], fx.Node)
+        and node.args[0].op == "placeholder"
+    )

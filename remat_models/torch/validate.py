@@ -1,0 +1,195 @@
+"""Validate a plan on a device: predicted vs measured activation memory, gradients, time overhead."""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from remat_models.errors import ConfigurationError, GraphError
+from remat_models.schedule import input_order_schedule
+from remat_models.torch.api import RematStep, Tensors, plan
+from remat_models.torch.trace import LossFn, as_tensors
+
+log = logging.getLogger(__name__)
+
+MIB = 2**20
+
+
+def load_example(spec: str, batch: int | None = None) -> tuple[nn.Module, Tensors, Tensors | None, LossFn]:
+    """Call ``NAME(batch=...)`` from ``path/to/file.py:NAME``; it returns (model, inputs, targets, loss_fn)."""
+    path_text, _, name = spec.rpartition(":")
+    path = Path(path_text)
+    if not path_text or not name or not path.is_file():
+        raise ConfigurationError(f"expected FILE.py:NAME with an existing file, got {spec!r}")
+    module_name = f"_remat_example_{path.stem}"
+    loader = importlib.util.spec_from_file_location(module_name, path)
+    if loader is None or loader.loader is None:
+        raise ConfigurationError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(loader)
+    sys.modules[module_name] = module
+    loader.loader.exec_module(module)
+    builder: Callable[..., Sequence[Any]] | None = getattr(module, name, None)
+    if builder is None:
+        raise ConfigurationError(f"{path} defines no {name!r}")
+    built = builder() if batch is None else builder(batch=batch)
+    if len(built) != 4:
+        raise GraphError(f"{spec} must return (model, inputs, targets, loss_fn), got {len(built)} items")
+    model, inputs, targets, loss_fn = built
+    return model, inputs, targets, loss_fn
+
+
+def to_device(
+    model: nn.Module, inputs: Tensors, targets: Tensors | None, device: str
+) -> tuple[nn.Module, tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
+    """Move a model and its batch to ``device`` (ConfigurationError if CUDA is asked for but absent)."""
+    target = torch.device(device)
+    if target.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigurationError("--device cuda asked for, but torch.cuda.is_available() is False here")
+    moved = tuple(t.to(target) for t in as_tensors(inputs, "inputs"))
+    return model.to(target), moved, tuple(t.to(target) for t in as_tensors(targets, "targets"))
+
+
+@dataclass(frozen=True)
+class Validation:
+    """Predicted vs measured peak activation bytes (above fixed memory), gradient agreement, times."""
+
+    device: str
+    budget: int
+    predicted: int
+    measured: int
+    eager_measured: int | None  # plain autograd's peak (CUDA only: the CPU allocator keeps no statistics)
+    grads_equal: bool
+    max_grad_error: float
+    remat_seconds: float
+    eager_seconds: float
+    input_order_seconds: float
+
+    @property
+    def error(self) -> int:
+        """Measured minus predicted bytes."""
+        return self.measured - self.predicted
+
+    @property
+    def within_tolerance(self) -> bool:
+        """Measured within 1 % or 1 MiB of predicted."""
+        return abs(self.error) <= max(0.01 * self.predicted, MIB)
+
+    @property
+    def overhead(self) -> float:
+        """Time overhead of the planned step over plain autograd, in %."""
+        return 100.0 * (self.remat_seconds / self.eager_seconds - 1.0)
+
+
+def _eager_step(model: nn.Module, inputs: Tensors, targets: Tensors | None, loss_fn: LossFn) -> torch.Tensor:
+    """One plain autograd step: forward, loss, backward."""
+    loss = loss_fn(model(*as_tensors(inputs, "inputs")), *as_tensors(targets, "targets"))
+    loss.backward()
+    return loss.detach()
+
+
+def _timed(fn: Callable[[], Any], device: torch.device, repeats: int) -> float:
+    """Median wall time of ``fn`` over ``repeats`` runs (CUDA synchronised)."""
+    samples = []
+    for _ in range(repeats):
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        started = time.perf_counter()
+        fn()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        samples.append(time.perf_counter() - started)
+    return statistics.median(samples)
+
+
+def _cuda_peak(fn: Callable[[], Any], device: torch.device) -> int:
+    """Peak bytes allocated above what was allocated before ``fn`` ran."""
+    torch.cuda.synchronize(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    before = torch.cuda.memory_allocated(device)
+    fn()
+    torch.cuda.synchronize(device)
+    return torch.cuda.max_memory_allocated(device) - before
+
+
+def validate(
+    model: nn.Module,
+    inputs: Tensors,
+    targets: Tensors | None,
+    loss_fn: LossFn,
+    *,
+    budget: str | int | float = "50%",
+    method: str = "chen-greedy",
+    device: str = "cpu",
+    repeats: int = 3,
+) -> Validation:
+    """Plan on ``device``, run once against plain autograd, measure memory and time."""
+    target = torch.device(device)
+    model, inputs, targets = to_device(model, inputs, targets, device)
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    step = plan(model, inputs, loss_fn, budget, method, example_targets=targets)
+
+    def restore() -> None:
+        model.load_state_dict(state)
+        model.zero_grad(set_to_none=True)
+
+    restore()
+    rng = torch.random.get_rng_state()
+    eager_measured = None
+    if target.type == "cuda":
+        eager_measured = _cuda_peak(lambda: _eager_step(model, inputs, targets, loss_fn), target)
+    else:
+        _eager_step(model, inputs, targets, loss_fn)
+    reference = [p.grad.clone() if p.grad is not None else None for p in model.parameters()]
+    restore()
+    torch.random.set_rng_state(rng)
+    if target.type == "cuda":
+        measured = _cuda_peak(lambda: step(inputs, targets), target)
+    else:
+        step(inputs, targets, track=True)
+        measured = step.last.peak if step.last is not None else 0
+    errors = [
+        float((p.grad - g).abs().max()) if g is not None and p.grad is not None and g.numel() else 0.0
+        for p, g in zip(model.parameters(), reference, strict=True)
+    ]
+    equal = all(
+        (g is None and p.grad is None) or (g is not None and p.grad is not None and torch.equal(p.grad, g))
+        for p, g in zip(model.parameters(), reference, strict=True)
+    )
+    baseline = RematStep(model, step.torch_graph, input_order_schedule(step.torch_graph.graph))
+
+    def eager() -> None:
+        model.zero_grad(set_to_none=True)
+        _eager_step(model, inputs, targets, loss_fn)
+
+    def remat() -> None:
+        model.zero_grad(set_to_none=True)
+        step(inputs, targets)
+
+    def in_order() -> None:
+        model.zero_grad(set_to_none=True)
+        baseline(inputs, targets)
+
+    times = [_timed(fn, target, repeats) for fn in (remat, eager, in_order)]
+    restore()
+    return Validation(
+        device=str(target),
+        budget=step.plan_result.budget if step.plan_result else 0,
+        predicted=step.predicted_peak,
+        measured=measured,
+        eager_measured=eager_measured,
+        grads_equal=equal,
+        max_grad_error=max(errors, default=0.0),
+        remat_seconds=times[0],
+        eager_seconds=times[1],
+        input_order_seconds=times[2],
+    )
