@@ -183,6 +183,12 @@ def solve_command(
         bool, typer.Option("--unpartitioned", help="Checkmate without stages (small graphs).")
     ] = False,
     allowance: Annotated[float, typer.Option("--allowance", help="LP rounding: solve the LP at (1-eps) budget.")] = 0.0,
+    retention: Annotated[
+        int | None, typer.Option("--C", help="Moccasin: retention intervals per node (default 2).")
+    ] = None,
+    order: Annotated[
+        str | None, typer.Option("--order", help="Moccasin: input (stages of the input order) or free.")
+    ] = None,
     seed: Annotated[int, typer.Option("--seed", help="Solver / rounding seed.")] = 0,
     workers: Annotated[int, typer.Option("--workers", help="Solver threads (where supported).")] = 1,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Write the schedule JSON here.")] = None,
@@ -197,8 +203,11 @@ def solve_command(
         if approx is None:
             raise ConfigurationError("--allowance is an option of --approx lp-rounding")
         options["allowance"] = allowance
+    options.update(_moccasin_options(formulation, retention, order))
     if formulation is None and (approx or init or options or backend != "highs" or time_limit is not None):
-        raise ConfigurationError("--backend, --approx, --time-limit, --init and --unpartitioned need --formulation")
+        raise ConfigurationError(
+            "--backend, --approx, --time-limit, --init, --unpartitioned, --C and --order need --formulation"
+        )
     if formulation is None:
         result = plan(graph, limit, method or "chen-greedy")
     elif method is not None:
@@ -229,6 +238,17 @@ def solve_command(
         raise typer.Exit(3)
 
 
+def _moccasin_options(formulation: str | None, retention: int | None, order: str | None) -> dict[str, object]:
+    options: dict[str, object] = {}
+    if retention is not None:
+        options["C"] = retention
+    if order is not None:
+        options["order"] = order
+    if options and formulation != "moccasin":
+        raise ConfigurationError("--C and --order are options of --formulation moccasin")
+    return options
+
+
 EXPORT_FORMATS = ("lp", "mps", "mzn")
 
 
@@ -240,6 +260,8 @@ def export_command(
     formulation: Annotated[str, typer.Option("--formulation", "-f", help="Model, e.g. checkmate.")] = "checkmate",
     fmt: Annotated[str | None, typer.Option("--format", help="lp | mps | mzn (default: the file's suffix).")] = None,
     unpartitioned: Annotated[bool, typer.Option("--unpartitioned", help="Checkmate without stages.")] = False,
+    retention: Annotated[int | None, typer.Option("--C", help="Moccasin: retention intervals per node.")] = None,
+    order: Annotated[str | None, typer.Option("--order", help="Moccasin: input or free.")] = None,
 ) -> None:
     """Write a formulation's model to an .lp / .mps / .mzn file (integral memory for .mzn)."""
     from remat_models.backends.export import export
@@ -255,6 +277,7 @@ def export_command(
     check_budget(graph, limit)
     form = get_formulation(formulation)
     options: dict[str, object] = {"staged": False} if unpartitioned else {}
+    options.update(_moccasin_options(formulation, retention, order))
     integral_option = getattr(form, "integral_option", None)
     if integral_option is not None:
         options[integral_option] = chosen == "mzn"

@@ -85,7 +85,12 @@ def solve_model(
     limits: SolveLimits = DEFAULT_LIMITS,
     init: Schedule | None = None,
 ) -> SolveOutcome:
-    """Build, warm-start from ``init`` if it fits the model's structure, solve, decode."""
+    """Build, warm-start from ``init`` if it fits the model's structure, solve, decode.
+
+    Moccasin goes through its two-phase solve (paper section 2.4) unless ``options["two_phase"]`` is false.
+    """
+    if formulation == "moccasin" and (options or {}).get("two_phase", True):
+        return _solve_moccasin(graph, budget, backend, options, limits, init)
     solver = get_backend(backend)
     form = get_formulation(formulation)
     started = time.perf_counter()
@@ -112,6 +117,49 @@ def solve_model(
         solver_version=result.solver_version,
         options={k: _jsonable(v) for k, v in (options or {}).items()},
         warm_start=hints is not None,
+    )
+
+
+def _solve_moccasin(
+    graph: Graph,
+    budget: int,
+    backend: str,
+    options: Mapping[str, Any] | None,
+    limits: SolveLimits,
+    init: Schedule | None,
+) -> SolveOutcome:
+    from remat_models.formulations.moccasin import solve_moccasin
+
+    opts = {key: value for key, value in (options or {}).items() if key != "two_phase"}
+    result = solve_moccasin(
+        graph,
+        budget,
+        backend=backend,
+        time_limit=limits.time_limit,
+        workers=limits.workers,
+        seed=limits.seed,
+        init=init,
+        **opts,
+    )
+    phases = [phase for phase in (result.phase1, result.phase2) if phase is not None]
+    objective, bound = result.total_cost, result.cost_bound
+    gap = None if objective is None or bound is None or objective == 0 else (objective - bound) / objective
+    return SolveOutcome(
+        formulation="moccasin",
+        backend=backend,
+        status=result.status,
+        objective=objective,
+        bound=bound,
+        gap=gap,
+        build_time=result.wall_time - sum(phase.wall_time for phase in phases),
+        solve_time=sum(phase.wall_time for phase in phases),
+        time_to_first=result.time_to_first,
+        trajectory=result.trajectory,
+        schedule=result.schedule,
+        model_peak=result.peak,
+        solver_version=phases[-1].solver_version if phases else "",
+        options={k: _jsonable(v) for k, v in (options or {}).items()},
+        warm_start=init is not None,
     )
 
 

@@ -94,3 +94,24 @@ def test_infeasible_exits_3(tmp_path) -> None:
     assert run.returncode == 3
     assert "infeasible" in run.stderr
     assert not out.exists()
+
+
+def test_moccasin_two_phase_matches_checkmate_optimum(chain, tmp_path) -> None:
+    """Moccasin (input order, C=3) reaches Checkmate's staged optimum on the 4-layer chain at budget 4."""
+    costs = {}
+    for formulation, extra in (("checkmate", ()), ("moccasin", ("--C", "3"))):
+        out = tmp_path / f"{formulation}.json"
+        run = remat("solve", chain, "-b", "4", "-f", formulation, "--backend", "cpsat", *extra, "-o", out)
+        assert run.returncode == 0, run.stderr
+        graph = read_graph(chain)
+        result = simulate(graph, read_schedule(out, graph))
+        assert result.peak <= 4
+        costs[formulation] = result.total_cost
+    assert costs["moccasin"] == costs["checkmate"]
+
+
+def test_moccasin_options_need_moccasin(chain) -> None:
+    run = remat("solve", chain, "-b", "4", "-f", "checkmate", "--C", "3")
+    assert run.returncode == 1 and "--C and --order are options of --formulation moccasin" in run.stderr
+    run = remat("solve", chain, "-b", "4", "-f", "moccasin", "--backend", "cpsat", "--order", "sideways")
+    assert run.returncode == 1 and "unknown Moccasin order 'sideways'" in run.stderr

@@ -55,9 +55,12 @@ def export(model: Model, path: str | Path) -> Path:
     writer, companions = _EXPORTERS[path.suffix]
     targets = [path.with_suffix(s) for s in companions] + [path]
     tmps: list[Path] = []
+    umask = os.umask(0)
+    os.umask(umask)
     try:
         for target in targets:
             fd, tmp = tempfile.mkstemp(prefix=f".{target.stem}.", suffix=target.suffix, dir=target.parent)
+            os.fchmod(fd, 0o666 & ~umask)  # mkstemp makes 0600; give the mode any new file would get
             os.close(fd)
             tmps.append(Path(tmp))
         writer(model, tmps[-1], *tmps[:-1])

@@ -12,6 +12,7 @@ __all__ = ["BuiltModel", "Formulation", "formulation_names", "get_formulation", 
 # name -> "module:attribute" of a Formulation instance (imported lazily)
 _REGISTRY: dict[str, str] = {
     "checkmate": "remat_models.formulations.checkmate:CHECKMATE",
+    "moccasin": "remat_models.formulations.moccasin:MOCCASIN",
 }
 
 
