@@ -189,7 +189,10 @@ def solve_command(
     order: Annotated[
         str | None, typer.Option("--order", help="Moccasin: input (stages of the input order) or free.")
     ] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Solver / rounding seed.")] = 0,
+    iterations: Annotated[
+        str | None, typer.Option("--iterations", help="FastSA: attempts of stage 1 and 2, e.g. 20000000,2000000.")
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Solver / rounding / FastSA seed.")] = 0,
     workers: Annotated[int, typer.Option("--workers", help="Solver threads (where supported).")] = 1,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Write the schedule JSON here.")] = None,
 ) -> None:
@@ -204,12 +207,14 @@ def solve_command(
             raise ConfigurationError("--allowance is an option of --approx lp-rounding")
         options["allowance"] = allowance
     options.update(_moccasin_options(formulation, retention, order))
-    if formulation is None and (approx or init or options or backend != "highs" or time_limit is not None):
-        raise ConfigurationError(
-            "--backend, --approx, --time-limit, --init, --unpartitioned, --C and --order need --formulation"
-        )
+    if formulation is None and (approx or init or options or backend != "highs"):
+        raise ConfigurationError("--backend, --approx, --init, --unpartitioned, --C and --order need --formulation")
+    if iterations is not None:
+        if (method, formulation) != ("fastsa", None):
+            raise ConfigurationError("--iterations is an option of --method fastsa")
+        options["iterations"] = _iteration_pair(iterations)
     if formulation is None:
-        result = plan(graph, limit, method or "chen-greedy")
+        result = plan(graph, limit, method or "chen-greedy", time_limit=time_limit, options=options, seed=seed)
     elif method is not None:
         raise ConfigurationError("give either --method or --formulation, not both")
     else:
@@ -236,6 +241,16 @@ def solve_command(
         peak = "" if result.simulation is None else f" (best peak {result.simulation.peak:,} B)"
         errors.print(f"error: {result.method} found no schedule within {limit:,} B: {result.status.value}{peak}")
         raise typer.Exit(3)
+
+
+def _iteration_pair(text: str) -> tuple[int, int]:
+    try:
+        first, second = (int(part) for part in text.split(","))
+    except ValueError:
+        raise ConfigurationError(f"--iterations takes two counts N1,N2, got {text!r}") from None
+    if first < 0 or second < 0:
+        raise ConfigurationError(f"--iterations must be non-negative, got {text!r}")
+    return first, second
 
 
 def _moccasin_options(formulation: str | None, retention: int | None, order: str | None) -> dict[str, object]:

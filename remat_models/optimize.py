@@ -8,6 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import numpy as np
+
 from remat_models.backends import SolveLimits, SolveStatus, get_backend
 from remat_models.errors import ConfigurationError, InvalidScheduleError
 from remat_models.formulations import BuiltModel, get_formulation
@@ -174,6 +176,8 @@ def _hints(form: Any, built: BuiltModel, init: Schedule | None) -> dict[str, Any
 
 
 def _jsonable(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
     if isinstance(value, (list, tuple)):
         return [_jsonable(v) for v in value]
     return value if isinstance(value, (str, int, float, bool, type(None))) else str(value)

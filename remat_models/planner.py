@@ -73,9 +73,12 @@ class PlanResult:
         }
 
 
+FASTSA_TIME_LIMIT = 60.0  # seconds, when the caller gives none (the paper's 20M + 2M attempts can take longer)
+
+
 def methods() -> dict[str, Method]:
-    """Every planning method by name."""
-    return dict(BASELINES)
+    """Every heuristic planning method by name (baselines and FastSA, with default knobs)."""
+    return {**BASELINES, "fastsa": lambda graph, budget: _fastsa(graph, budget)[0]}
 
 
 def plan(
@@ -103,7 +106,8 @@ def plan(
     check_budget(graph, budget)
     started = time.perf_counter()
     if method is not None:
-        schedule, label, status, details = _heuristic(graph, budget, method), method, None, {}
+        schedule, details = _heuristic(graph, budget, method, seed=seed, time_limit=time_limit, options=options)
+        label, status = method, None
     elif approx is not None:
         schedule, label, status, details = _approximate(
             graph, budget, formulation, backend, approx, time_limit, options, seed
@@ -132,16 +136,51 @@ def plan(
     )
 
 
-def _heuristic(graph: Graph, budget: int, method: str) -> Schedule:
+def _heuristic(
+    graph: Graph,
+    budget: int,
+    method: str,
+    *,
+    seed: int = 0,
+    time_limit: float | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> tuple[Schedule, dict[str, Any]]:
+    """Run a heuristic; only FastSA takes a seed, a time limit and options (e.g. ``iterations``)."""
+    if method == "fastsa":
+        return _fastsa(graph, budget, seed=seed, time_limit=time_limit, options=options)
     available = methods()
     if method not in available:
         raise ConfigurationError(f"unknown method {method!r}; choose one of {', '.join(available)}")
-    return available[method](graph, budget)
+    if options or time_limit is not None:
+        raise ConfigurationError(f"method {method!r} takes no options or time limit (fastsa does)")
+    return available[method](graph, budget), {}
 
 
-def initial_schedule(graph: Graph, budget: int, init: str | Schedule | None) -> Schedule | None:
+def _fastsa(
+    graph: Graph,
+    budget: int,
+    *,
+    seed: int = 0,
+    time_limit: float | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> tuple[Schedule, dict[str, Any]]:
+    from remat_models.heuristics.fastsa import fastsa
+
+    result = fastsa(graph, budget, seed=seed, time_limit=time_limit or FASTSA_TIME_LIMIT, **dict(options or {}))
+    details = {
+        "seed": seed,
+        "met_budget": result.met_budget,
+        "iterations": list(result.iterations),
+        "search_time_s": result.wall_time,
+        "compile_time_s": result.compile_time,
+        "trajectory": [[point.time, point.best_cost] for point in result.trajectory],
+    }
+    return result.schedule, details
+
+
+def initial_schedule(graph: Graph, budget: int, init: str | Schedule | None, seed: int = 0) -> Schedule | None:
     """A warm-start schedule: given, or produced by the heuristic method named ``init``."""
-    return _heuristic(graph, budget, init) if isinstance(init, str) else init
+    return _heuristic(graph, budget, init, seed=seed)[0] if isinstance(init, str) else init
 
 
 def _exact(
@@ -155,12 +194,29 @@ def _exact(
 ) -> tuple[Schedule | None, str, PlanStatus | None, dict[str, Any]]:
     from remat_models.optimize import solve_model
 
-    outcome = solve_model(
-        graph, budget, formulation, backend, options=options, limits=limits, init=initial_schedule(graph, budget, init)
-    )
+    start = initial_schedule(graph, budget, init, seed=limits.seed)
+    if start is not None and formulation == "checkmate" and (options or {}).get("order") is None:
+        # Checkmate's stages follow the warm start's first computations (FastSA may reorder nodes)
+        options = {**(options or {}), "order": start.first_computation_order()}
+    outcome = solve_model(graph, budget, formulation, backend, options=options, limits=limits, init=start)
     status = PlanStatus.INFEASIBLE if outcome.status == SolveStatus.INFEASIBLE else None
     details = {**outcome.summary(), "init": init if isinstance(init, str) else None}
-    return outcome.schedule, f"{formulation}/{backend}", status, details
+    schedule = outcome.schedule
+    if start is not None and _better_start(graph, budget, start, schedule):
+        log.info("%s/%s did not improve on its warm start: returning the warm start", formulation, backend)
+        schedule, status, details["returned_warm_start"] = start, None, True
+    return schedule, f"{formulation}/{backend}", status, details
+
+
+def _better_start(graph: Graph, budget: int, start: Schedule, found: Schedule | None) -> bool:
+    """Whether the warm start fits the budget and is cheaper than what the solver returned (or it returned none)."""
+    initial = simulate(graph, start)
+    if not initial.fits(budget):
+        return False
+    if found is None:
+        return True
+    result = simulate(graph, found)
+    return not result.fits(budget) or initial.total_cost < result.total_cost
 
 
 def _approximate(

@@ -49,6 +49,10 @@ class Schedule:
         """Return the nodes computed, in order (recomputations included)."""
         return [step.node for step in self.steps if isinstance(step, Compute)]
 
+    def first_computation_order(self) -> np.ndarray:
+        """Return the nodes in the order of their first computation (topological when the schedule is valid)."""
+        return np.fromiter(dict.fromkeys(self.compute_sequence()), dtype=np.int64)
+
 
 @dataclass(frozen=True)
 class SimulationResult:

@@ -1,0 +1,148 @@
+"""FastSA benchmarks: mutation attempts per second, and the FastSA paper's Table 1 (RL 1-4, CM 1-2 at 90/80/70 %).
+
+    .venv/bin/python benchmarks/fastsa_bench.py throughput [--attempts 4000000]
+    .venv/bin/python benchmarks/fastsa_bench.py table [--seeds 5] [--iterations 20000000,2000000] [--time-limit 30]
+
+The table prints, per graph and budget, the median over seeds of the cost increase (TDI %) and the peak
+as % of the input-order peak, with the seeds meeting the budget, next to the published FastSA row.
+Graphs are read from $REMAT_SHARED/graphs (default ../shared/graphs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from remat_models.heuristics.fastsa import FastSAOptions, fastsa, warmup
+from remat_models.heuristics.fastsa import _kernels as kernels
+from remat_models.heuristics.fastsa.grouping import plain_units
+from remat_models.heuristics.fastsa.solver import _Stage
+from remat_models.heuristics.fastsa.state import SAState
+from remat_models.io import read_graph
+from remat_models.schedule import input_order_peak
+
+SHARED = Path(os.environ.get("REMAT_SHARED", Path(__file__).resolve().parents[2] / "shared"))
+TABLE_GRAPHS = [
+    ("RL 1", "rl_g1_n100.json"),
+    ("RL 2", "rl_g2_n250.json"),
+    ("RL 3", "rl_g3_n500.json"),
+    ("RL 4", "rl_g4_n1000.json"),
+    ("CM 1", "cm1_fcn8_vgg_train.json"),
+    ("CM 2", "cm2_resnet50_train.json"),
+]
+
+
+def throughput(attempts: int, graph_file: str, fraction: float, spacing: int) -> None:
+    """Attempts per second of the annealing kernel on plain nodes from the input order (one core)."""
+    started = time.perf_counter()
+    compile_time = warmup()
+    print(f"compile/load time {compile_time:.2f}s (process start to warm: {time.perf_counter() - started:.2f}s)")
+    graph = read_graph(SHARED / "graphs" / graph_file)
+    budget = int(fraction * input_order_peak(graph))
+    for logaddexp in (False, True):
+        state = SAState(graph, plain_units(graph), graph.order, spacing=spacing, logaddexp=logaddexp)
+        stage = _Stage(state, FastSAOptions(logaddexp=logaddexp), budget=budget, stage=2, seed=0)
+        h = 1e-3 * stage.initial_objective
+        stage.set_temperatures(h, h * 1e-4, attempts)
+        wall, cpu = time.perf_counter(), time.process_time()
+        stage.run(attempts, deadline=float("inf"))
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        counters = stage.counters
+        print(
+            f"{graph_file} T={state.size} tree={'logaddexp+max' if logaddexp else 'max'}: {attempts} attempts, "
+            f"{attempts / cpu / 1e6:.2f}M/s per CPU second ({attempts / wall / 1e6:.2f}M/s wall), "
+            f"valid {counters[kernels.C_VALID] / attempts:.1%}, accepted {counters[kernels.C_ACCEPTED] / attempts:.2%}"
+        )
+
+
+def _published() -> dict[tuple[str, int], dict[str, str]]:
+    with open(SHARED / "reference" / "fastsa_table1.csv") as handle:
+        rows = [row for row in csv.DictReader(handle) if row["method"] == "fastsa"]
+    return {(row["file"], int(row["budget_percent"])): row for row in rows}
+
+
+def table(args: argparse.Namespace) -> None:
+    """Median over seeds of CI % and memory % per graph and budget, beside the published FastSA row."""
+    warmup()
+    published = _published()
+    iterations = tuple(int(x) for x in args.iterations.split(",")) if args.iterations else None
+    rows = []
+    print(f"{'graph':6} {'B%':>3} | {'CI%':>6} {'mem%':>6} {'met':>5} {'time s':>7} | paper: CI% mem% s", flush=True)
+    for label, file in TABLE_GRAPHS:
+        if args.graphs and label.replace(" ", "").lower() not in args.graphs:
+            continue
+        graph = read_graph(SHARED / "graphs" / file)
+        reference = input_order_peak(graph)
+        for percent in args.budgets:
+            budget = reference * percent // 100
+            runs = []
+            for seed in range(args.seeds):
+                result = fastsa(graph, budget, seed=seed, iterations=iterations, time_limit=args.time_limit)
+                runs.append(
+                    {
+                        "seed": seed,
+                        "ci": result.simulation.tdi,
+                        "mem": 100 * result.peak / reference,
+                        "met": result.met_budget,
+                        "time": result.wall_time,
+                        "iterations": list(result.iterations),
+                    }
+                )
+            paper = published.get((file, percent), {})
+            row = {
+                "graph": label,
+                "file": file,
+                "budget_percent": percent,
+                "ci_median": statistics.median(r["ci"] for r in runs),
+                "mem_median": statistics.median(r["mem"] for r in runs),
+                "met": sum(r["met"] for r in runs),
+                "time_median": statistics.median(r["time"] for r in runs),
+                "paper_ci": paper.get("cost_increase_percent", ""),
+                "paper_mem": paper.get("mem_percent", ""),
+                "paper_time": paper.get("time_s", ""),
+                "runs": runs,
+            }
+            rows.append(row)
+            print(
+                f"{label:6} {percent:>3} | {row['ci_median']:6.2f} {row['mem_median']:6.1f} "
+                f"{row['met']:>2}/{len(runs):<2} "
+                f"{row['time_median']:7.1f} | paper: {row['paper_ci']:>5} {row['paper_mem']:>5} {row['paper_time']:>5}",
+                flush=True,
+            )
+    if args.out:
+        Path(args.out).write_text(json.dumps(rows, indent=1))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="mode", required=True)
+    speed = sub.add_parser("throughput")
+    speed.add_argument("--attempts", type=int, default=4_000_000)
+    speed.add_argument("--graph", default="rl_g4_n1000.json")
+    speed.add_argument("--budget", type=float, default=0.8, help="fraction of the input-order peak")
+    speed.add_argument("--spacing", type=int, default=FastSAOptions().spacing)
+    tab = sub.add_parser("table")
+    tab.add_argument("--seeds", type=int, default=5)
+    tab.add_argument("--iterations", default="", help="N1,N2 (default the paper's 20000000,2000000)")
+    tab.add_argument("--time-limit", type=float, default=None)
+    tab.add_argument("--budgets", type=int, nargs="+", default=[90, 80, 70])
+    tab.add_argument("--graphs", nargs="*", default=[], help="e.g. rl1 cm2 (default all)")
+    tab.add_argument("--out", default="")
+    args = parser.parse_args(argv)
+    np.set_printoptions(precision=3)
+    if args.mode == "throughput":
+        throughput(args.attempts, args.graph, args.budget, args.spacing)
+    else:
+        table(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

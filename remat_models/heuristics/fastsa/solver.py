@@ -1,0 +1,313 @@
+"""FastSA driver: grouping, the two annealing stages of D.4, decoding and re-simulation."""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass, field, fields
+from typing import Literal
+
+import numpy as np
+
+from remat_models.errors import ConfigurationError
+from remat_models.graph import Graph
+from remat_models.heuristics.fastsa import _kernels as ann
+from remat_models.heuristics.fastsa.grouping import Units, group_nodes, plain_units
+from remat_models.heuristics.fastsa.state import SAState, decode
+from remat_models.schedule import Schedule, SimulationResult, eager_frees, input_order_peak, simulate
+
+logger = logging.getLogger(__name__)
+
+Objective = Literal["product", "elu", "memory"]
+OBJECTIVES: dict[str, int] = {"product": ann.OBJ_PRODUCT, "elu": ann.OBJ_ELU, "memory": ann.OBJ_MEMORY}
+PAPER_ITERATIONS = (20_000_000, 2_000_000)
+
+
+@dataclass(frozen=True)
+class FastSAOptions:
+    """Tuning knobs; defaults follow the paper (D.4) where it gives a value."""
+
+    slots: int | None = None  # T; default: a power of two >= spacing * (sequence length + 1) (paper: 2**20)
+    spacing: int = 64  # nops per node when slots is not given
+    copies: int = 16  # most occurrences of one unit (raised to the initial count when larger)
+    objective: Objective = "elu"  # "product": eq. 1; "elu": footnote 2 (used for Table 1); "memory": M
+    grouping: bool = True  # stage 1 on grouped nodes (2.2.2)
+    max_expansion: float = 32.0  # grouping stops before the expanded sequence exceeds this many times n
+    logaddexp: bool = False  # objective on the logaddexp tree's smooth peak (C.2)
+    order_only: bool = False  # rotations only: a memory-minimising topological order (B.2)
+    p_add: float = 1 / 3  # share of add mutations
+    p_remove: float = 1 / 3  # share of remove mutations (the rest are rotations)
+    initial_temperature: float = 1e-3  # h_i = this * initial objective (D.4: 0.1 %)
+    final_ratio: float = 1e-4  # h_f = this * h_i (D.4: 0.01 %)
+    cost_epsilon: float = 1e-6  # each computation adds this * mean node cost to the objective's cost
+    chunk: int = 1 << 16  # attempts per kernel call (granularity of the time limit and trajectory)
+
+    def __post_init__(self) -> None:
+        if self.objective not in OBJECTIVES:
+            raise ConfigurationError(f"unknown FastSA objective {self.objective!r}; choose one of {list(OBJECTIVES)}")
+        if not (self.p_add >= 0 and self.p_remove >= 0 and self.p_add + self.p_remove <= 1):
+            raise ConfigurationError("FastSA mutation shares p_add, p_remove must be >= 0 with a sum <= 1")
+        if self.copies < 1 or self.spacing < 1 or self.chunk < 1:
+            raise ConfigurationError("FastSA copies, spacing and chunk must be positive")
+        if self.slots is not None and self.slots < 16:
+            raise ConfigurationError(f"FastSA slots must be at least 16, got {self.slots}")
+
+    @classmethod
+    def from_kwargs(cls, options: dict[str, object]) -> FastSAOptions:
+        """Build from keyword options, naming any unknown one."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise ConfigurationError(f"unknown FastSA option(s) {unknown}; known: {sorted(known)}")
+        return cls(**options)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class TrajectoryPoint:
+    """The search after a chunk of attempts: seconds since start, stage, attempts, current and best state."""
+
+    time: float
+    stage: int
+    iteration: int
+    objective: float
+    peak: int
+    cost: float
+    best_peak: int
+    best_cost: float
+
+
+@dataclass(frozen=True)
+class StageReport:
+    """What one annealing stage did."""
+
+    stage: int
+    units: int
+    slots: int
+    iterations: int
+    valid: int
+    accepted: int
+    met_budget: bool
+    peak: int
+    cost: float
+    wall_time: float
+
+
+@dataclass(frozen=True)
+class FastSAResult:
+    """A FastSA run: the re-simulated schedule, whether it fits, and how the search went."""
+
+    schedule: Schedule
+    simulation: SimulationResult
+    budget: int
+    met_budget: bool
+    seed: int
+    stages: tuple[StageReport, ...]
+    wall_time: float
+    compile_time: float
+    trajectory: tuple[TrajectoryPoint, ...] = field(repr=False)
+
+    @property
+    def peak(self) -> int:
+        """Simulated peak memory in bytes."""
+        return self.simulation.peak
+
+    @property
+    def cost(self) -> float:
+        """Simulated total cost."""
+        return self.simulation.total_cost
+
+    @property
+    def iterations(self) -> tuple[int, ...]:
+        """Mutation attempts made in each stage."""
+        return tuple(stage.iterations for stage in self.stages)
+
+
+_compiled = False
+
+
+def warmup() -> float:
+    """Compile (or load from numba's cache) every kernel once per process; return the seconds it took."""
+    global _compiled
+    if _compiled:
+        return 0.0
+    started = time.perf_counter()
+    graph = Graph.from_arrays(["a", "b", "c"], [1.0, 1.0, 1.0], [1, 2, 1], [(0, 1), (1, 2), (0, 2)])
+    for logaddexp in (False, True):
+        state = SAState(graph, plain_units(graph), graph.order, slots=16, logaddexp=logaddexp)
+        _Stage(state, FastSAOptions(logaddexp=logaddexp), budget=3, stage=1, seed=0).run(64, deadline=math.inf)
+        state.soft_peak() if logaddexp else state.profile()
+    _compiled = True
+    return time.perf_counter() - started
+
+
+class _Stage:
+    """One annealing stage over a state: parameters, counters, best record, chunked runs."""
+
+    def __init__(self, state: SAState, options: FastSAOptions, *, budget: int, stage: int, seed: int) -> None:
+        self.state = state
+        self.options = options
+        self.stage = stage
+        data = state.units.data
+        self.addable = np.flatnonzero(data.recomputable).astype(np.int64)
+        mean_cost = float(data.cost.mean()) if data.cost.size and data.cost.mean() > 0 else 1.0
+        par = np.zeros(ann.N_PARAMS, dtype=np.float64)
+        par[ann.P_BUDGET] = budget
+        par[ann.P_FIXED] = state.graph.fixed_mem
+        par[ann.P_OBJ] = OBJECTIVES[options.objective]
+        par[ann.P_ADD] = 0.0 if options.order_only else options.p_add
+        par[ann.P_REMOVE] = 0.0 if options.order_only else options.p_remove
+        par[ann.P_STOP_MET] = 1.0 if stage == 1 else 0.0
+        par[ann.P_COST_EPS] = options.cost_epsilon * mean_cost
+        self.par = par
+        self.initial_objective = self.objective()
+        self.counters = np.zeros(3, dtype=np.int64)
+        self.rng = np.random.SeedSequence([seed, stage]).generate_state(1, dtype=np.uint64)
+        self.best = np.zeros(6, dtype=np.float64)
+        self.best[ann.B_F] = self.initial_objective
+        self.best[ann.B_MET] = float(state.peak() <= budget)
+        self.best[ann.B_DIRTY] = 1.0
+        self.best_t = np.zeros(state.size, dtype=np.int64)
+        self.best_u = np.zeros(state.size, dtype=np.int64)
+        self.met = False
+
+    def set_temperatures(self, initial: float, final: float, total: int) -> None:
+        """Geometric schedule h_i * (h_f / h_i) ** (i / N) over ``total`` attempts."""
+        self.par[ann.P_H0] = initial
+        self.par[ann.P_HF] = final
+        self.par[ann.P_N] = total
+
+    def run(self, n_iter: int, *, deadline: float, started: float = 0.0, trajectory: list | None = None) -> None:
+        """Attempt up to n_iter mutations in chunks, stopping at the deadline or (stage 1) once the budget is met."""
+        if self.par[ann.P_N] == 0:
+            self.set_temperatures(0.0, 0.0, n_iter)
+        a = self.state.arrays
+        while self.counters[ann.C_ITER] < n_iter:
+            chunk = min(self.options.chunk, n_iter - int(self.counters[ann.C_ITER]))
+            self.met = bool(
+                ann.anneal(
+                    *a, self.addable, self.par, self.counters, self.rng, self.best, self.best_t, self.best_u, chunk
+                )
+            )  # fmt: skip
+            if self.options.logaddexp:
+                self.state.rebuild_trees()
+            if trajectory is not None:
+                trajectory.append(self._point(time.perf_counter() - started))
+            if self.met or time.perf_counter() > deadline:
+                break
+        if self.best[ann.B_DIRTY] > 0:
+            ann.snapshot(a.S, a.occ, a.tree, a.ints, a.floats, self.par, self.best, self.best_t, self.best_u)
+
+    def objective(self) -> float:
+        """Objective value of the current state."""
+        a = self.state.arrays
+        return float(ann.current_objective(a.tree, a.ltree, a.ints, a.floats, self.par))
+
+    def _point(self, elapsed: float) -> TrajectoryPoint:
+        return TrajectoryPoint(
+            time=elapsed,
+            stage=self.stage,
+            iteration=int(self.counters[ann.C_ITER]),
+            objective=self.objective(),
+            peak=self.state.peak(),
+            cost=self.state.cost(),
+            best_peak=int(self.best[ann.B_PEAK]) if self.best[ann.B_DIRTY] == 0 else self.state.peak(),
+            best_cost=float(self.best[ann.B_COST]) if self.best[ann.B_DIRTY] == 0 else self.state.cost(),
+        )
+
+    def best_sequence(self) -> np.ndarray:
+        """Node compute sequence of the best state seen."""
+        n = int(self.best[ann.B_N])
+        return decode(self.state.units, self.best_t[:n], self.best_u[:n])
+
+    def report(self, wall_time: float) -> StageReport:
+        """Summary of this stage (peak and cost of its best state, as the annealer counts them)."""
+        return StageReport(
+            stage=self.stage,
+            units=self.state.units.count,
+            slots=self.state.size,
+            iterations=int(self.counters[ann.C_ITER]),
+            valid=int(self.counters[ann.C_VALID]),
+            accepted=int(self.counters[ann.C_ACCEPTED]),
+            met_budget=bool(self.best[ann.B_MET] > 0),
+            peak=int(self.best[ann.B_PEAK]),
+            cost=float(self.best[ann.B_COST]),
+            wall_time=wall_time,
+        )
+
+
+def _stage_one_units(graph: Graph, budget: int, options: FastSAOptions) -> tuple[Units, np.ndarray]:
+    """Grouped units (2.2.2) unless grouping is off, order-only, or the input order already fits."""
+    if options.grouping and not options.order_only and input_order_peak(graph) > budget:
+        return group_nodes(graph, graph.order, max_expansion=options.max_expansion)
+    return plain_units(graph), graph.order.astype(np.int64)
+
+
+def fastsa(
+    graph: Graph,
+    budget: int,
+    *,
+    seed: int = 0,
+    iterations: tuple[int, int] | None = None,
+    time_limit: float | None = None,
+    **options: object,
+) -> FastSAResult:
+    """Plan ``graph`` under ``budget`` bytes with FastSA; the returned schedule is re-simulated.
+
+    ``iterations`` = (N1, N2) mutation attempts for stage 1 (grouped nodes, stops once the budget is
+    met) and stage 2 (plain nodes); default the paper's (20M, 2M). ``time_limit`` (seconds, compile
+    time excluded) is shared in proportion N1 : N2, stage 2 also getting what stage 1 leaves. Other
+    keyword options: see :class:`FastSAOptions`. Deterministic for a seed unless the time limit cuts in.
+    """
+    opts = FastSAOptions.from_kwargs(options)
+    n1, n2 = PAPER_ITERATIONS if iterations is None else iterations
+    if n1 < 0 or n2 < 0:
+        raise ConfigurationError(f"FastSA iterations must be >= 0, got {(n1, n2)}")
+    compile_time = warmup()
+    started = time.perf_counter()
+    limit = math.inf if time_limit is None else float(time_limit)
+    trajectory: list[TrajectoryPoint] = []
+    units, sequence = _stage_one_units(graph, budget, opts)
+    reports = []
+    build = {"slots": opts.slots, "spacing": opts.spacing, "copies": opts.copies, "logaddexp": opts.logaddexp}
+    one = _Stage(SAState(graph, units, sequence, **build), opts, budget=budget, stage=1, seed=seed)
+    h1 = opts.initial_temperature * one.initial_objective
+    one.set_temperatures(h1, h1 * opts.final_ratio, n1)
+    if one.best[ann.B_MET] == 0:
+        share = n1 / (n1 + n2) if n1 + n2 else 1.0
+        one.run(n1, deadline=started + limit * share, started=started, trajectory=trajectory)
+    else:
+        one.run(0, deadline=started)
+    reports.append(one.report(time.perf_counter() - started))
+    mark = time.perf_counter()
+    two = _Stage(
+        SAState(graph, plain_units(graph), one.best_sequence(), **build), opts, budget=budget, stage=2, seed=seed
+    )
+    two.set_temperatures(h1 * opts.final_ratio, h1 * opts.final_ratio**2, n2)
+    two.run(n2, deadline=started + limit, started=started, trajectory=trajectory)
+    reports.append(two.report(time.perf_counter() - mark))
+    schedule = eager_frees(graph, two.best_sequence())
+    simulation = simulate(graph, schedule)
+    if simulation.peak != reports[-1].peak:
+        logger.warning("FastSA: simulated peak %d differs from the annealer's %d", simulation.peak, reports[-1].peak)
+    wall_time = time.perf_counter() - started
+    logger.info(
+        "FastSA on %s: peak %d (budget %d), TDI %.2f%%, %s attempts, %.2fs (+%.2fs compile)",
+        graph.name, simulation.peak, budget, simulation.tdi, [r.iterations for r in reports], wall_time, compile_time,
+    )  # fmt: skip
+    return FastSAResult(
+        schedule=schedule,
+        simulation=simulation,
+        budget=budget,
+        met_budget=simulation.peak <= budget,
+        seed=seed,
+        stages=tuple(reports),
+        wall_time=wall_time,
+        compile_time=compile_time,
+        trajectory=tuple(trajectory),
+    )
+
+
+def fastsa_schedule(graph: Graph, budget: int) -> Schedule:
+    """Method-registry adapter: FastSA with default options and seed 0."""
+    return fastsa(graph, budget).schedule

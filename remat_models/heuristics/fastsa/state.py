@@ -1,0 +1,220 @@
+"""Python handle on one annealing state: layout of the T slots (D.4), tree construction, mutations, decoding."""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from remat_models.graph import Graph
+from remat_models.heuristics.fastsa import _kernels as kernels
+from remat_models.heuristics.fastsa._kernels import (
+    CP,
+    LAE_BIG,
+    LAE_ON,
+    LAE_SCALE,
+    N_OCC,
+    NONE,
+    UC,
+    UR,
+    VC,
+    VN,
+    VO,
+    VP,
+    VS,
+    VU,
+    allocate,
+    lae_build,
+    leaf_values,
+    max_build,
+)
+from remat_models.heuristics.fastsa.grouping import Units
+
+LAE_NOP_OFFSET = 1.0e6  # C.2: nop slots sit this far below, in log units, so they do not blur the peak
+LAE_MAX_VALUE = 10.0  # C.2: sizes rescaled so the largest value is 10, base 2
+
+
+class KernelArrays(NamedTuple):
+    """The arrays the kernels take, in their argument order (see ``_state``)."""
+
+    U: np.ndarray
+    ucost: np.ndarray
+    in_ptr: np.ndarray
+    in_idx: np.ndarray
+    V: np.ndarray
+    use_buf: np.ndarray
+    S: np.ndarray
+    occ: np.ndarray
+    tree: np.ndarray
+    lazy: np.ndarray
+    ltree: np.ndarray
+    llazy: np.ndarray
+    ints: np.ndarray
+    floats: np.ndarray
+
+
+def slot_count(length: int, *, slots: int | None = None, spacing: int = 64) -> int:
+    """Power of two T >= ``slots`` (default ``spacing`` * (length + 1)) leaving at least one nop between nodes."""
+    wanted = max(slots or spacing * (length + 1), 2 * (length + 1), 16)
+    return 1 << math.ceil(math.log2(wanted))
+
+
+class SAState:
+    """A slot sequence over ``units`` with incremental lifetimes and segment tree(s).
+
+    The initial ``sequence`` (unit indices) is spread evenly: item i of k goes to slot i*T/(k+1) (D.4).
+    """
+
+    def __init__(
+        self,
+        graph: Graph,
+        units: Units,
+        sequence: np.ndarray,
+        *,
+        slots: int | None = None,
+        spacing: int = 64,
+        copies: int = 16,
+        logaddexp: bool = False,
+    ) -> None:
+        self.graph = graph
+        self.units = units
+        data = units.data
+        sequence = np.asarray(sequence, dtype=np.int64)
+        size_t = slot_count(sequence.size, slots=slots, spacing=spacing)
+        cp = int(max(copies, np.bincount(sequence, minlength=units.count).max(initial=1), 2))
+        unit_table = np.zeros((units.count, 4), dtype=np.int64)
+        unit_table[:, 0], unit_table[:, 1], unit_table[:, 2] = data.out, data.ws, data.recomputable
+        values = np.zeros((graph.n, VP + cp), dtype=np.int64)
+        values[:, VS], values[:, VO] = data.size, data.is_output
+        values[:, VC] = np.bincount(data.in_idx, minlength=graph.n) * cp
+        values[1:, VU] = np.cumsum(values[:-1, VC])
+        tree, lazy = allocate(size_t, np.int64)
+        ltree, llazy = allocate(size_t if logaddexp else 1, np.float64)
+        self.arrays = KernelArrays(
+            U=unit_table,
+            ucost=data.cost.astype(np.float64),
+            in_ptr=data.in_ptr,
+            in_idx=data.in_idx,
+            V=values,
+            use_buf=np.zeros(int(values[:, VC].sum()), dtype=np.int64),
+            S=np.full((size_t, 2), NONE, dtype=np.int64),
+            occ=np.zeros(size_t, dtype=np.int64),
+            tree=tree,
+            lazy=lazy,
+            ltree=ltree,
+            llazy=llazy,
+            ints=np.array([0, cp, int(logaddexp), 0], dtype=np.int64),
+            floats=np.zeros(4, dtype=np.float64),
+        )
+        a = self.arrays
+        if logaddexp:
+            a.floats[LAE_SCALE] = LAE_MAX_VALUE * math.log(2.0) / max(int(data.size.max()), 1)
+            a.floats[LAE_BIG] = LAE_NOP_OFFSET
+        times = (np.arange(1, sequence.size + 1, dtype=np.int64) * size_t) // (sequence.size + 1)
+        kernels.fill(a.U, a.ucost, a.in_ptr, a.in_idx, a.V, a.use_buf, a.S, a.occ, a.ints, a.floats, sequence, times)
+        self.rebuild_trees()
+
+    @property
+    def size(self) -> int:
+        """Number of slots T."""
+        return int(self.arrays.S.shape[0])
+
+    @property
+    def copies(self) -> int:
+        """Most occurrences a unit may have."""
+        return int(self.arrays.ints[CP])
+
+    @property
+    def slots(self) -> np.ndarray:
+        """Unit at each slot (NONE = -1 for a nop); a read-only view."""
+        view = self.arrays.S[:, 0]
+        view.setflags(write=False)
+        return view
+
+    def counts(self) -> np.ndarray:
+        """Occurrences of each unit."""
+        return self.arrays.U[:, UC].copy()
+
+    def rebuild_trees(self) -> None:
+        """Recompute the tree(s) from scratch (initialisation; clears logaddexp rounding drift)."""
+        a = self.arrays
+        profile = self.reference_profile()
+        max_build(a.tree, a.lazy, profile)
+        if a.ints[LAE_ON]:
+            values = profile * a.floats[LAE_SCALE]
+            values[a.S[:, 0] == NONE] -= a.floats[LAE_BIG]
+            lae_build(a.ltree, a.llazy, values)
+
+    def peak(self) -> int:
+        """Peak memory (fixed memory included) maintained incrementally by the tree."""
+        return int(self.arrays.tree[1]) + self.graph.fixed_mem
+
+    def soft_peak(self) -> float:
+        """The logaddexp tree's smooth peak in bytes (fixed memory included); requires logaddexp=True."""
+        return float(self.arrays.ltree[1] / self.arrays.floats[LAE_SCALE]) + self.graph.fixed_mem
+
+    def cost(self) -> float:
+        """Total cost of the units in the sequence."""
+        return float(self.arrays.floats[kernels.COST])
+
+    def profile(self) -> np.ndarray:
+        """Memory per slot as held by the tree (fixed memory excluded)."""
+        return leaf_values(self.arrays.tree, self.arrays.lazy)
+
+    def reference_profile(self) -> np.ndarray:
+        """Memory per slot recomputed from the production/use times (fixed memory excluded)."""
+        a = self.arrays
+        return kernels.memory_profile(a.U, a.V, a.use_buf, a.S)
+
+    def occupied(self) -> np.ndarray:
+        """Occupied slots in time order."""
+        return np.sort(self.arrays.occ[: self.arrays.ints[N_OCC]])
+
+    def nops(self) -> np.ndarray:
+        """Free slots in time order."""
+        return np.flatnonzero(self.arrays.S[:, 0] == NONE)
+
+    def productions(self, value: int) -> np.ndarray:
+        """Sorted slots where ``value`` is produced."""
+        row = self.arrays.V[value]
+        return row[VP : VP + row[VN]].copy()
+
+    def add(self, unit: int, t: int) -> bool:
+        """Place recomputable ``unit`` at nop slot t if valid; return whether it was placed."""
+        a = self.arrays
+        if not a.U[unit, UR] or not kernels.can_add(a.U, a.in_ptr, a.in_idx, a.V, a.S, a.ints, unit, t):
+            return False
+        kernels.add_unit(*a, unit, t)
+        return True
+
+    def remove(self, t: int) -> bool:
+        """Empty slot t if it holds a recomputable unit and that is valid; return whether it was emptied."""
+        a = self.arrays
+        if a.S[t, 0] == NONE or not a.U[a.S[t, 0], UR] or not kernels.can_remove(a.U, a.V, a.use_buf, a.S, t):
+            return False
+        kernels.remove_unit(*a, t)
+        return True
+
+    def move(self, t1: int, t2: int) -> bool:
+        """Move the unit at slot t1 to nop slot t2 if valid; return whether it moved."""
+        a = self.arrays
+        if not kernels.can_move(a.U, a.in_ptr, a.in_idx, a.V, a.use_buf, a.S, a.ints, t1, t2):
+            return False
+        x = int(a.S[t1, 0])
+        kernels.add_unit(*a, x, t2)
+        kernels.remove_unit(*a, t1)
+        return True
+
+    def unit_sequence(self) -> np.ndarray:
+        """Units in slot order."""
+        return self.arrays.S[self.occupied(), 0]
+
+    def compute_sequence(self) -> np.ndarray:
+        """Node compute sequence (grouped units expanded)."""
+        return self.units.expand(self.unit_sequence())
+
+
+def decode(units: Units, times: np.ndarray, unit_ids: np.ndarray) -> np.ndarray:
+    """Node compute sequence of a recorded state (slot times with their units, any order)."""
+    return units.expand(unit_ids[np.argsort(times, kind="stable")])
