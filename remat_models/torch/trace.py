@@ -158,19 +158,3 @@ def trace_step(
         training=model.training,
         name=name or type(model).__name__,
     )
-
-
-def is_random(node: fx.Node) -> bool:
-    """Whether ``node`` draws from the random number generator."""
-    target = node.target
-    return isinstance(target, torch._ops.OpOverload) and torch.Tag.nondeterministic_seeded in target.tags
-
-
-def is_write_back(node: fx.Node) -> bool:
-    """Whether ``node`` copies a new value into a placeholder (a buffer or input mutation)."""
-    return (
-        node.op == "call_function"
-        and node.target is torch.ops.aten.copy_.default
-        and isinstance(node.args[0], fx.Node)
-        and node.args[0].op == "placeholder"
-    )
