@@ -22,6 +22,15 @@ _UNITS = {
 _PATTERN = re.compile(r"^\s*(?P<number>[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*(?P<unit>%|[a-zA-Z]*)\s*$")
 
 
+def parse_size(text: str | int | float) -> int:
+    """Resolve an absolute size to bytes: whole bytes ("8589934592") or units ("8GiB", "500MB")."""
+    match = _PATTERN.match(str(text))
+    unit = "" if match is None else match["unit"].lower()
+    if match is None or unit == "%" or (unit and unit not in _UNITS):
+        raise BudgetError(f"cannot read size {text!r}: expected bytes or a unit like '8GiB' ({', '.join(_UNITS)})")
+    return int(float(match["number"]) * _UNITS.get(unit, 1))
+
+
 def parse_budget(text: str | int | float, graph: Graph) -> int:
     """Resolve a budget to bytes.
 
@@ -35,15 +44,13 @@ def parse_budget(text: str | int | float, graph: Graph) -> int:
     number, unit = float(match["number"]), match["unit"].lower()
     if unit == "%":
         return int(number / 100 * input_order_peak(graph))
-    if unit:
-        if unit not in _UNITS:
-            raise BudgetError(f"unknown unit {match['unit']!r} in budget {text!r}; use one of {sorted(_UNITS)}")
-        return int(number * _UNITS[unit])
-    if 0 < number <= 1:
+    if unit and unit not in _UNITS:
+        raise BudgetError(f"unknown unit {match['unit']!r} in budget {text!r}; use one of {sorted(_UNITS)}")
+    if not unit and 0 < number <= 1:
         return int(number * input_order_peak(graph))
-    if number != int(number):
+    if not unit and number != int(number):
         raise BudgetError(f"budget {text!r} is neither whole bytes nor a fraction in (0, 1]")
-    return int(number)
+    return int(number * _UNITS.get(unit, 1))
 
 
 def check_budget(graph: Graph, budget: int) -> None:

@@ -13,6 +13,7 @@ from rich.logging import RichHandler
 from rich.table import Table
 
 from remat_models.budget import check_budget, parse_budget
+from remat_models.cli_bench import bench_app
 from remat_models.cli_torch import from_torch, validate
 from remat_models.errors import ConfigurationError, RematError
 from remat_models.graph import Graph
@@ -23,6 +24,7 @@ from remat_models.schedule import input_order_peak, simulate
 app = typer.Typer(help="Tensor rematerialization planning.", no_args_is_help=True, add_completion=False)
 graph_app = typer.Typer(help="Inspect, convert and generate graphs.", no_args_is_help=True)
 app.add_typer(graph_app, name="graph")
+app.add_typer(bench_app, name="bench")
 graph_app.command("from-torch")(from_torch)
 app.command("validate")(validate)
 console = Console()

@@ -167,13 +167,15 @@ def _fastsa(
     from remat_models.heuristics.fastsa import fastsa
 
     result = fastsa(graph, budget, seed=seed, time_limit=time_limit or FASTSA_TIME_LIMIT, **dict(options or {}))
+    fitting = [[point.time, point.best_cost] for point in result.trajectory if point.best_peak <= budget]
     details = {
         "seed": seed,
         "met_budget": result.met_budget,
         "iterations": list(result.iterations),
         "search_time_s": result.wall_time,
         "compile_time_s": result.compile_time,
-        "trajectory": [[point.time, point.best_cost] for point in result.trajectory],
+        "time_to_first_s": fitting[0][0] if fitting else None,
+        "trajectory": fitting,  # (seconds, best cost) of best states within the budget
     }
     return result.schedule, details
 

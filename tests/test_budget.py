@@ -1,7 +1,7 @@
 import pytest
 
 from remat_models import BudgetError, BudgetInfeasibleError, Graph, Node
-from remat_models.budget import check_budget, parse_budget
+from remat_models.budget import check_budget, parse_budget, parse_size
 from remat_models.schedule import input_order_peak
 
 
@@ -55,3 +55,16 @@ def test_budget_below_lower_bound(graph: Graph) -> None:
         check_budget(graph, 1599)
     assert caught.value.lower_bound == 1600
     assert "1,599" in str(caught.value) and "1,600" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"), [("8GiB", 8 * 2**30), ("1.5 GiB", 3 * 2**29), (4096, 4096), ("2e3", 2000)]
+)
+def test_parse_size(text, expected) -> None:
+    assert parse_size(text) == expected
+
+
+@pytest.mark.parametrize("text", ["80%", "lots", "3 parsecs"])
+def test_parse_size_rejects(text) -> None:
+    with pytest.raises(BudgetError, match="cannot read size"):
+        parse_size(text)

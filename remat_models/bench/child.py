@@ -1,0 +1,109 @@
+"""The isolated run: ``python -m remat_models.bench.child RESULT.json`` reads a task (JSON) on stdin, plans, writes.
+
+The parent (:mod:`remat_models.bench.isolate`) kills this process at time limit + grace and records a crash
+(signal, exit code) when it dies without writing its result.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import logging
+import resource
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from remat_models.bench.methods import MethodSpec
+from remat_models.bench.outcome import outcome_of
+from remat_models.bench.sweep import RunSpec
+from remat_models.errors import ConfigurationError, GraphError
+from remat_models.io import read_graph, write_json_atomic, write_schedule
+from remat_models.planner import PlanResult, plan
+
+log = logging.getLogger(__name__)
+
+
+def execute(run: RunSpec) -> dict[str, Any]:
+    """Plan one run in this process and return its outcome fields (status, numbers, trajectory)."""
+    if run.memory_limit is not None:
+        resource.setrlimit(resource.RLIMIT_AS, (run.memory_limit, run.memory_limit))
+    started = time.perf_counter()
+    try:
+        graph = read_graph(run.graph_path)
+        if graph.content_hash != run.graph_hash:
+            raise GraphError(f"{run.graph_path} changed since the sweep was expanded (hash differs)")
+        result = call_method(run.method, graph, run.budget, seed=run.seed, time_limit=run.time_limit)
+        if run.schedule_dir is not None and result.schedule is not None:
+            target = Path(run.schedule_dir) / f"{run.run_id}.json"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            write_schedule(target, result.schedule, graph, metadata={"run_id": run.run_id, **result.metadata()})
+        return outcome_of(result, time.perf_counter() - started)
+    except MemoryError:
+        return {"status": "oom", "error_type": "MemoryError", "error": "out of memory", "process_s": _since(started)}
+    except Exception as error:  # any failure of one run is recorded, never fatal to the sweep
+        log.debug("run %s failed", run.run_id, exc_info=True)
+        detail = "".join(traceback.format_exception_only(error)).strip()
+        return {"status": "error", "error_type": type(error).__name__, "error": detail, "process_s": _since(started)}
+
+
+def call_method(method: MethodSpec, graph: Any, budget: int, *, seed: int, time_limit: float) -> PlanResult:
+    """Run a method spec through the planner (or a plug-in that returns a PlanResult)."""
+    if method.kind == "plugin":
+        result = load_plugin(str(method.plugin))(graph, budget, seed=seed, time_limit=time_limit, **method.options)
+        if not isinstance(result, PlanResult):
+            raise ConfigurationError(f"plug-in {method.plugin} returned {type(result).__name__}, not a PlanResult")
+        return result
+    if method.kind == "heuristic":  # only a method-level time limit reaches a heuristic (baselines take none)
+        limit = None if method.time_limit is None else time_limit
+        return plan(graph, budget, method.name, seed=seed, time_limit=limit, options=method.options or None)
+    return plan(
+        graph,
+        budget,
+        formulation=method.formulation,
+        backend=method.backend,
+        approx=method.approx,
+        time_limit=time_limit,
+        init=method.init,
+        options=method.options,
+        seed=seed,
+        workers=method.workers,
+    )
+
+
+def load_plugin(path: str) -> Any:
+    """Import ``module:function`` or ``file.py:function``; ConfigurationError if it is not there."""
+    target, _, name = path.rpartition(":")
+    try:
+        if target.endswith(".py"):
+            spec = importlib.util.spec_from_file_location(Path(target).stem, target)
+            if spec is None or spec.loader is None:
+                raise ImportError(f"cannot load {target}")
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(target)
+    except (ImportError, OSError) as error:
+        raise ConfigurationError(f"cannot import plug-in {path!r}: {error}") from error
+    function = getattr(module, name, None)
+    if not callable(function):
+        raise ConfigurationError(f"plug-in {path!r}: {target} has no function {name!r}")
+    return function
+
+
+def _since(started: float) -> float:
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    """Read the task from stdin, run it, write the outcome atomically to argv[1]."""
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    run = RunSpec.from_task(json.load(sys.stdin))
+    write_json_atomic(sys.argv[1], execute(run))
+
+
+if __name__ == "__main__":
+    main()

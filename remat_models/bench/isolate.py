@@ -1,0 +1,154 @@
+"""Run one task in a fresh Python process; kill it at time limit + grace; record crashes instead of raising.
+
+A fresh interpreter (``subprocess``, not ``fork``) is safe for OR-Tools and HiGHS threads and works inside
+daemonic Dask workers, which may not start ``multiprocessing`` children. The child gets its own session so
+a kill also takes down whatever it started (e.g. a MiniZinc process).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from remat_models.bench.outcome import OUTCOME_FIELDS, machine, versions
+from remat_models.bench.sweep import RunSpec
+
+log = logging.getLogger(__name__)
+_STDERR_TAIL = 2000
+_LIVE: set[subprocess.Popen[bytes]] = set()  # children of this process still running
+_LIVE_LOCK = threading.Lock()
+
+
+def kill_running() -> int:
+    """Kill every run this process has started and not yet reaped (an interrupted sweep); return how many."""
+    with _LIVE_LOCK:
+        live = list(_LIVE)
+    for process in live:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+    return len(live)
+
+
+def run_isolated(task: dict[str, Any]) -> dict[str, Any]:
+    """Execute a task (``RunSpec.to_task()``) in its own process and return the complete JSONL record."""
+    run = RunSpec.from_task(task)
+    started_at = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    deadline = run.time_limit + run.grace
+    with tempfile.TemporaryDirectory(prefix="remat-bench-") as folder:
+        result_path, log_path = Path(folder) / "outcome.json", Path(folder) / "output.log"
+        started = time.perf_counter()
+        with open(log_path, "wb") as output:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "remat_models.bench.child", str(result_path)],
+                stdin=subprocess.PIPE,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            with _LIVE_LOCK:
+                _LIVE.add(process)
+            try:
+                timed_out = _wait(process, json.dumps(task).encode(), deadline)
+            finally:
+                with _LIVE_LOCK:
+                    _LIVE.discard(process)
+        elapsed = time.perf_counter() - started
+        outcome = _read_outcome(result_path)
+        if outcome is None:
+            outcome = _failure(process.returncode, timed_out, deadline, _tail(log_path))
+    outcome.setdefault("process_s", elapsed)
+    record = _base(run, started_at)
+    record.update(dict.fromkeys(OUTCOME_FIELDS), trajectory=[])
+    record.update(outcome)
+    record.update(elapsed_s=elapsed, versions=versions(), machine=machine())
+    log.info("%s on %s at %s: %s", run.method.label, run.graph_file, run.budget_spec, record["status"])
+    return record
+
+
+def _wait(process: subprocess.Popen[bytes], payload: bytes, deadline: float) -> bool:
+    """Send the task and wait; kill the process group at ``deadline`` seconds. True if it was killed."""
+    try:
+        process.communicate(payload, timeout=deadline)
+        return False
+    except subprocess.TimeoutExpired:
+        _kill(process)
+        return True
+    except BaseException:  # an interrupted sweep must not leave solvers running
+        _kill(process)
+        raise
+
+
+def _kill(process: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def _read_outcome(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _failure(code: int | None, timed_out: bool, deadline: float, output: str) -> dict[str, Any]:
+    if timed_out:
+        return {"status": "timeout", "error": f"killed after {deadline:g} s (time limit + grace)", "output": output}
+    signal_name = None
+    if code is not None and code < 0:
+        signal_name = signal.Signals(-code).name if -code in signal.valid_signals() else str(-code)
+    reason = f"killed by {signal_name}" if signal_name else f"exit code {code}"
+    if signal_name == "SIGKILL":
+        reason += " (out of memory?)"
+    return {
+        "status": "crashed",
+        "exit_code": code,
+        "signal": signal_name,
+        "error": f"process died without a result: {reason}",
+        "output": output,
+    }
+
+
+def _tail(path: Path) -> str:
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return ""
+    return data[-_STDERR_TAIL:].decode("utf-8", errors="replace")
+
+
+def _base(run: RunSpec, started_at: str) -> dict[str, Any]:
+    return {
+        "run_id": run.run_id,
+        "sweep": run.sweep,
+        "group": run.group,
+        "graph": run.graph_name,
+        "graph_file": run.graph_file,
+        "graph_hash": run.graph_hash,
+        "n": run.n,
+        "m": run.m,
+        "graph_total_cost": run.graph_total_cost,
+        "reference_peak": run.reference_peak,
+        "budget_spec": run.budget_spec,
+        "budget": run.budget,
+        "budget_fraction": run.budget_fraction,
+        "method": run.method.label,
+        "method_kind": run.method.kind,
+        "paper": run.method.paper,
+        "method_spec": run.method.to_dict(),
+        "seed": run.seed,
+        "time_limit": run.time_limit,
+        "grace": run.grace,
+        "started_at": started_at,
+    }

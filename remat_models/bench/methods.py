@@ -1,0 +1,152 @@
+"""Method specs of a sweep: a heuristic, a formulation on a backend (exact or approximate), or a plug-in."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from remat_models.errors import ConfigurationError
+
+# Published method families (columns of the reference tables) by our method's identity.
+_HEURISTIC_FAMILIES = {
+    "fastsa": "fastsa",
+    "ap-sqrtn": "ap_sqrtn",
+    "ap-greedy": "ap_greedy",
+    "griewank": "griewank_logn",
+}
+_FORMULATION_FAMILIES = {"checkmate": "checkmate_milp", "moccasin": "moccasin"}
+_KEYS = {
+    "label",
+    "name",
+    "formulation",
+    "backend",
+    "approx",
+    "init",
+    "options",
+    "plugin",
+    "time_limit",
+    "seeds",
+    "seed",
+    "workers",
+    "paper",
+}
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """How one run plans: exactly one of ``name`` (heuristic), ``formulation`` or ``plugin`` ("module:function")."""
+
+    label: str
+    name: str | None = None
+    formulation: str | None = None
+    backend: str = "highs"
+    approx: str | None = None
+    init: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+    plugin: str | None = None
+    time_limit: float | None = None  # overrides the sweep's
+    seeds: tuple[int, ...] | None = None  # overrides the sweep's
+    workers: int = 1
+    paper: str | None = None  # published method family this row is compared with
+
+    @property
+    def kind(self) -> str:
+        """``heuristic``, ``exact``, ``approx`` or ``plugin``."""
+        if self.plugin is not None:
+            return "plugin"
+        if self.name is not None:
+            return "heuristic"
+        return "approx" if self.approx else "exact"
+
+    def identity(self) -> dict[str, Any]:
+        """What makes two runs the same computation (label, paper family and seed list excluded)."""
+        data = asdict(self)
+        for key in ("label", "paper", "seeds", "time_limit"):
+            data.pop(key)
+        return data
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (round-trips through :func:`method_from_mapping`)."""
+        data = asdict(self)
+        data["seeds"] = None if self.seeds is None else list(self.seeds)
+        return data
+
+
+def parse_method(text: str) -> MethodSpec:
+    """Read the command-line form: ``NAME`` (heuristic), ``FORMULATION/BACKEND``, ``checkmate/lp-rounding``,
+    or a plug-in ``module:function`` / ``path/to/file.py:function``.
+    """  # noqa: D205
+    text = text.strip()
+    if not text:
+        raise ConfigurationError("empty method name")
+    if ":" in text and (text.rsplit(":", 1)[0].endswith(".py") or "/" not in text):
+        return method_from_mapping({"plugin": text})
+    if "/" in text:
+        formulation, backend = text.split("/", 1)
+        if backend == "lp-rounding":
+            return method_from_mapping({"formulation": formulation, "approx": backend})
+        return method_from_mapping({"formulation": formulation, "backend": backend})
+    return method_from_mapping({"name": text})
+
+
+def method_from_mapping(data: Mapping[str, Any]) -> MethodSpec:
+    """Build a MethodSpec from a TOML/YAML table; unknown keys and ambiguous kinds raise ConfigurationError."""
+    unknown = sorted(set(data) - _KEYS)
+    if unknown:
+        raise ConfigurationError(f"unknown method key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(_KEYS))}")
+    chosen = [key for key in ("name", "formulation", "plugin") if data.get(key) is not None]
+    if len(chosen) != 1:
+        raise ConfigurationError(f"a method needs exactly one of name, formulation or plugin; got {dict(data)!r}")
+    if data.get("approx") is not None and data.get("formulation") is None:
+        raise ConfigurationError(f"approx {data['approx']!r} needs a formulation")
+    options = data.get("options") or {}
+    if not isinstance(options, Mapping):
+        raise ConfigurationError(f"method options must be a table, got {options!r}")
+    seeds = _seeds(data.get("seeds", data.get("seed")))
+    time_limit = data.get("time_limit")
+    if time_limit is not None and (not isinstance(time_limit, (int, float)) or time_limit <= 0):
+        raise ConfigurationError(f"method time_limit must be a positive number of seconds, got {time_limit!r}")
+    spec = MethodSpec(
+        label="",
+        name=data.get("name"),
+        formulation=data.get("formulation"),
+        backend=str(data.get("backend") or "highs"),
+        approx=data.get("approx"),
+        init=data.get("init"),
+        options=dict(options),
+        plugin=data.get("plugin"),
+        time_limit=None if time_limit is None else float(time_limit),
+        seeds=seeds,
+        workers=int(data.get("workers", 1)),
+        paper=data.get("paper"),
+    )
+    label = data.get("label") or _default_label(spec)
+    paper = spec.paper if spec.paper is not None else _family(spec)
+    return replace(spec, label=str(label), paper=paper)
+
+
+def _seeds(value: Any) -> tuple[int, ...] | None:
+    if value is None:
+        return None
+    values = value if isinstance(value, (list, tuple)) else [value]
+    if not values or not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        raise ConfigurationError(f"seeds must be an integer or a non-empty list of integers, got {value!r}")
+    return tuple(values)
+
+
+def _default_label(spec: MethodSpec) -> str:
+    if spec.plugin is not None:
+        return spec.plugin.rsplit("/", 1)[-1]
+    if spec.name is not None:
+        return spec.name
+    label = f"{spec.formulation}/{spec.approx}" if spec.approx else f"{spec.formulation}/{spec.backend}"
+    return label + (f"+init={spec.init}" if spec.init else "")
+
+
+def _family(spec: MethodSpec) -> str | None:
+    if spec.name is not None:
+        return _HEURISTIC_FAMILIES.get(spec.name)
+    if spec.approx == "lp-rounding":
+        return "checkmate_lp_rounding"
+    return None if spec.formulation is None else _FORMULATION_FAMILIES.get(spec.formulation)

@@ -1,0 +1,90 @@
+"""Results as JSON Lines: one whole line per finished run, appended and flushed; a torn last line is ignored."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from remat_models.errors import ConfigurationError
+
+log = logging.getLogger(__name__)
+
+RETRYABLE = frozenset({"error", "oom", "timeout", "crashed"})
+
+
+def read_records(path: str | Path) -> list[dict[str, Any]]:
+    """Every complete record of a results file (lines that do not parse, e.g. a torn last line, are skipped)."""
+    source = Path(path)
+    try:
+        lines = source.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return []
+    except OSError as error:
+        raise ConfigurationError(f"{source}: cannot read results: {error.strerror or error}") from error
+    records = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            log.warning("%s:%d: skipping an incomplete record", source, number)
+            continue
+        if isinstance(record, dict) and "run_id" in record:
+            records.append(record)
+    return records
+
+
+def finished_ids(records: Iterable[dict[str, Any]], *, retry_failed: bool = False) -> set[str]:
+    """Run ids to skip on resume (failed runs too, unless ``retry_failed``)."""
+    return {r["run_id"] for r in records if not (retry_failed and r.get("status") in RETRYABLE)}
+
+
+class ResultStore:
+    """Append-only JSONL file; each record is one ``write`` of a whole line, flushed and fsynced."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    def read(self) -> list[dict[str, Any]]:
+        """All complete records so far."""
+        return read_records(self.path)
+
+    def append(self, record: dict[str, Any]) -> None:
+        """Append one record as a single line (a torn previous line is first closed with a newline)."""
+        line = json.dumps(_finite(record), separators=(",", ":"), allow_nan=False, default=_default) + "\n"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)
+        try:
+            prefix = b"\n" if _needs_newline(fd) else b""
+            os.write(fd, prefix + line.encode("utf-8"))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _needs_newline(fd: int) -> bool:
+    size = os.fstat(fd).st_size
+    return size > 0 and os.pread(fd, 1, size - 1) != b"\n"
+
+
+def _finite(value: Any) -> Any:
+    """Replace NaN and infinities (not JSON) by None, recursively."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item) for item in value]
+    return value
+
+
+def _default(value: Any) -> Any:
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    return str(value)
