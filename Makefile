@@ -24,7 +24,8 @@ $(STAMP): pyproject.toml Makefile
 
 demo: $(STAMP)
 	$(BIN)/remat graph info $(DEMO_GRAPH)
-	$(BIN)/remat compare $(DEMO_GRAPH) --budget 80%
+	$(BIN)/remat compare $(DEMO_GRAPH) --budget 80% --time-limit 60 \
+		--methods checkpoint-all,chen-sqrtn,chen-greedy,fastsa,checkmate/highs,moccasin/cpsat
 
 test: $(STAMP)
 	$(BIN)/ruff check remat_models tests benchmarks

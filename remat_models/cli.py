@@ -308,25 +308,37 @@ def compare_command(
     graph_path: GraphPath,
     budget: BudgetOption,
     method_names: Annotated[
-        str | None, typer.Option("--methods", help="Comma-separated methods (default: all).")
+        str | None,
+        typer.Option(
+            "--methods", help="Comma-separated heuristics and FORMULATION/BACKEND pairs (default: all heuristics)."
+        ),
     ] = None,
+    time_limit: Annotated[float, typer.Option("--time-limit", help="Per solver run, seconds.")] = 60.0,
 ) -> None:
     """Run several methods on one graph and budget and print one table."""
     graph = read_graph(graph_path)
     limit = _resolve_budget(graph, budget)
     check_budget(graph, limit)
-    chosen = method_names.split(",") if method_names else list(methods())
+    chosen = [name.strip() for name in method_names.split(",")] if method_names else list(methods())
     results = []
     with console.status("planning") as status:
         for name in chosen:
             status.update(f"planning with {name}")
             try:
-                results.append(plan(graph, limit, name.strip()))
+                results.append(_plan_named(graph, limit, name, time_limit))
             except RematError as error:
                 if len(chosen) == 1:
                     raise
                 errors.print(f"{name}: skipped: {error}", highlight=False, markup=False)
     console.print(_results_table(f"{graph_path.name} at {limit:,} B", results))
+
+
+def _plan_named(graph: Graph, budget: int, name: str, time_limit: float) -> PlanResult:
+    """A heuristic by name, or ``formulation/backend`` solved within ``time_limit``."""
+    if "/" not in name:
+        return plan(graph, budget, name)
+    formulation, backend = name.split("/", 1)
+    return plan(graph, budget, formulation=formulation, backend=backend, time_limit=time_limit)
 
 
 def main() -> None:

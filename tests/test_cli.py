@@ -53,6 +53,12 @@ def test_compare_lists_every_method() -> None:
         assert method in run.stdout
 
 
+def test_compare_takes_formulation_backend_pairs() -> None:
+    run = remat("compare", EXAMPLE, "--budget", "90%", "--methods", "chen-greedy,moccasin/cpsat", "--time-limit", "30")
+    assert run.returncode == 0, run.stderr
+    assert "moccasin/cpsat" in run.stdout and "chen-greedy" in run.stdout
+
+
 def test_generate_and_convert_round_trip(tmp_path: Path) -> None:
     generated, converted, back = tmp_path / "g.json", tmp_path / "nl.json", tmp_path / "back.json"
     assert remat("graph", "generate", "transformer", "--size", "2", "--seed", "3", "-o", generated).returncode == 0
