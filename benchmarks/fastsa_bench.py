@@ -1,7 +1,8 @@
 """FastSA benchmarks: mutation attempts per second, and the FastSA paper's Table 1 (RL 1-4, CM 1-2 at 90/80/70 %).
 
     .venv/bin/python benchmarks/fastsa_bench.py throughput [--attempts 4000000]
-    .venv/bin/python benchmarks/fastsa_bench.py table [--seeds 5] [--iterations 20000000,2000000] [--time-limit 30]
+    .venv/bin/python benchmarks/fastsa_bench.py table [--seeds 5] [--iterations 20000000,2000000]
+        [--time-limit SECONDS | paper | paper*0.5] [--fill-time] [--restarts 1]
 
 The table prints, per graph and budget, the median over seeds of the cost increase (TDI %) and the peak
 as % of the input-order peak, with the seeds meeting the budget, next to the published FastSA row.
@@ -49,7 +50,7 @@ def throughput(attempts: int, graph_file: str, fraction: float, spacing: int) ->
     budget = int(fraction * input_order_peak(graph))
     for logaddexp in (False, True):
         state = SAState(graph, plain_units(graph), graph.order, spacing=spacing, logaddexp=logaddexp)
-        stage = _Stage(state, FastSAOptions(logaddexp=logaddexp), budget=budget, stage=2, seed=0)
+        stage = _Stage(state, FastSAOptions(logaddexp=logaddexp), budget=budget, stage=2)
         h = 1e-3 * stage.initial_objective
         stage.set_temperatures(h, h * 1e-4, attempts)
         wall, cpu = time.perf_counter(), time.process_time()
@@ -69,6 +70,16 @@ def _published() -> dict[tuple[str, int], dict[str, str]]:
     return {(row["file"], int(row["budget_percent"])): row for row in rows}
 
 
+def _time_limit(option: str, paper: dict[str, str]) -> float | None:
+    """Per-run limit: none, a number of seconds, or ``paper[*SCALE]`` (the published time of the line, scaled)."""
+    if not option:
+        return None
+    if option.startswith("paper"):
+        scale = float(option.partition("*")[2] or 1.0)
+        return scale * float(paper["time_s"]) if paper.get("time_s") else None
+    return float(option)
+
+
 def table(args: argparse.Namespace) -> None:
     """Median over seeds of CI % and memory % per graph and budget, beside the published FastSA row."""
     warmup()
@@ -84,8 +95,11 @@ def table(args: argparse.Namespace) -> None:
         for percent in args.budgets:
             budget = reference * percent // 100
             runs = []
+            paper = published.get((file, percent), {})
+            limit = _time_limit(args.time_limit, paper)
             for seed in range(args.seeds):
-                result = fastsa(graph, budget, seed=seed, iterations=iterations, time_limit=args.time_limit)
+                options = {"fill_time": args.fill_time, "restarts": args.restarts}
+                result = fastsa(graph, budget, seed=seed, iterations=iterations, time_limit=limit, **options)
                 runs.append(
                     {
                         "seed": seed,
@@ -96,7 +110,6 @@ def table(args: argparse.Namespace) -> None:
                         "iterations": list(result.iterations),
                     }
                 )
-            paper = published.get((file, percent), {})
             row = {
                 "graph": label,
                 "file": file,
@@ -105,6 +118,7 @@ def table(args: argparse.Namespace) -> None:
                 "mem_median": statistics.median(r["mem"] for r in runs),
                 "met": sum(r["met"] for r in runs),
                 "time_median": statistics.median(r["time"] for r in runs),
+                "time_limit": limit,
                 "paper_ci": paper.get("cost_increase_percent", ""),
                 "paper_mem": paper.get("mem_percent", ""),
                 "paper_time": paper.get("time_s", ""),
@@ -132,7 +146,9 @@ def main(argv: list[str] | None = None) -> None:
     tab = sub.add_parser("table")
     tab.add_argument("--seeds", type=int, default=5)
     tab.add_argument("--iterations", default="", help="N1,N2 (default the paper's 20000000,2000000)")
-    tab.add_argument("--time-limit", type=float, default=None)
+    tab.add_argument("--time-limit", default="", help="seconds, or paper[*SCALE]: the published time of each line")
+    tab.add_argument("--fill-time", action="store_true", help="stage 2 anneals until the time limit")
+    tab.add_argument("--restarts", type=int, default=1, help="independent runs per seed sharing the time limit")
     tab.add_argument("--budgets", type=int, nargs="+", default=[90, 80, 70])
     tab.add_argument("--graphs", nargs="*", default=[], help="e.g. rl1 cm2 (default all)")
     tab.add_argument("--out", default="")

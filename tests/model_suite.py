@@ -51,6 +51,16 @@ def scheduling() -> tuple[Model, float]:
     return m, 105.0
 
 
+def variable_capacity() -> tuple[Model, float]:
+    """A cumulative whose capacity is ``k + 1`` for a variable k: minimize 4 k + the sum of the ends."""
+    m = Model("variable_capacity")
+    iv = m.interval_block("t", 3, start=(0, 2), size=[2, 1, 2])
+    k = m.int_block("k", 1, 0, 5)
+    m.add_cumulative(iv, [2, 3, 1], k[0] + 1)
+    m.minimize(4 * k[0] + iv.end.sum())
+    return m, 15.0  # k = 2 (demand 3 alone), t0 and t2 together at 0, t1 at 2: 8 + 2 + 3 + 2
+
+
 def reservoir() -> tuple[Model, float]:
     m = Model("reservoir")
     t = m.int_block("time", 3, 0, 2)
@@ -93,9 +103,10 @@ def mixed_continuous() -> tuple[Model, float]:
 
 
 SUITE: dict[str, Callable[[], tuple[Model, float]]] = {
-    f.__name__: f for f in (knapsack, assignment, implications, scheduling, reservoir, product, all_different)
+    f.__name__: f
+    for f in (knapsack, assignment, implications, scheduling, variable_capacity, reservoir, product, all_different)
 }
-BRUTE_FORCE = ("knapsack", "assignment", "implications", "reservoir", "product", "all_different")
+BRUTE_FORCE = ("knapsack", "assignment", "implications", "variable_capacity", "reservoir", "product", "all_different")
 
 
 def brute_force(m: Model) -> float:

@@ -240,3 +240,39 @@ def test_registry_adapter_and_option_errors() -> None:
         fastsa(graph, 10, objective="nope")
     with pytest.raises(ConfigurationError):
         fastsa(graph, 10, iterations=(-1, 0))
+
+
+@pytest.mark.parametrize("graph_index", range(3))
+def test_prune_keeps_validity_and_the_budget(graph_index: int) -> None:
+    graph = _graphs()[graph_index]
+    units, sequence = group_nodes(graph, graph.order, max_expansion=4.0)
+    state = SAState(graph, plain_units(graph), units.expand(sequence), slots=1024)
+    budget = max(state.peak(), int(0.9 * input_order_peak(graph)))
+    cost_before = state.cost()
+    removed = state.prune(budget)
+    simulation = simulate(graph, eager_frees(graph, state.compute_sequence()))
+    np.testing.assert_array_equal(state.profile(), state.reference_profile())
+    assert state.peak() == simulation.peak <= budget
+    assert state.cost() == pytest.approx(simulation.total_cost) and state.cost() <= cost_before
+    assert (state.counts() >= 1).all()
+    assert removed == 0 or state.cost() < cost_before
+    assert state.prune(budget) == 0  # a fixed point
+
+
+def test_restarts_are_deterministic_and_keep_the_best() -> None:
+    graph = random_layered(40, seed=3)
+    budget = int(0.75 * input_order_peak(graph))
+    single = fastsa(graph, budget, seed=7, iterations=FEW, slots=512)
+    first = fastsa(graph, budget, seed=7, iterations=FEW, slots=512, restarts=3)
+    again = fastsa(graph, budget, seed=7, iterations=FEW, slots=512, restarts=3)
+    assert first.schedule == again.schedule
+    assert (not first.met_budget, first.cost) <= (not single.met_budget, single.cost)  # run 0 is the single run
+    _check(graph, first.schedule, budget, first.met_budget)
+
+
+def test_fill_time_runs_until_the_limit() -> None:
+    graph = random_layered(30, seed=2)
+    budget = int(0.8 * input_order_peak(graph))
+    result = fastsa(graph, budget, seed=0, iterations=(1000, 1000), time_limit=0.3, fill_time=True, chunk=2000)
+    _check(graph, result.schedule, budget, result.met_budget)
+    assert result.iterations[1] > 1000

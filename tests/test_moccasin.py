@@ -163,11 +163,22 @@ def test_trivial_start_is_a_feasible_point_of_the_model(order: str) -> None:
 def test_two_phase_reaches_a_budget_below_the_input_order_peak() -> None:
     graph = linear_chain(3)
     budget = graph.lower_bound
-    result = solve_moccasin(graph, budget, workers=1, C=graph.n)
+    result = solve_moccasin(graph, budget, workers=1, C=graph.n, greedy=False)
     assert result.phase1 is not None and result.phase1.has_solution
+    assert result.phase1.objective == result.phase1.bound == budget - graph.fixed_mem  # min max(M_var, M), units of 1
     assert checked(graph, budget, result) == pytest.approx(exhaustive_optimum(graph, budget, "staged").cost)  # type: ignore[union-attr]
     single = solve_moccasin(graph, budget, workers=1, C=graph.n, two_phase=False)
     assert single.phase1 is None and checked(graph, budget, single) == pytest.approx(result.total_cost)
+
+
+def test_a_fitting_greedy_start_skips_phase_1() -> None:
+    graph = linear_chain(4)
+    budget = input_order_peak(graph) - 1
+    result = solve_moccasin(graph, budget, workers=1, C=2, time_limit=20)
+    assert result.phase1 is None and result.time_to_first is not None
+    slow = solve_moccasin(graph, budget, workers=1, C=2, time_limit=20, greedy=False)
+    assert slow.phase1 is not None
+    assert checked(graph, budget, result) == pytest.approx(checked(graph, budget, slow))
 
 
 def test_warm_start_from_any_schedule_truncates_to_C() -> None:

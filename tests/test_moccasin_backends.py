@@ -39,6 +39,14 @@ def test_same_optimum_on_every_backend(backend: str, order: str) -> None:
     assert simulation.total_cost == pytest.approx(OPTIMUM)
 
 
+@pytest.mark.parametrize("backend", available())
+def test_phase_1_with_its_variable_capacity_on_every_backend(backend: str) -> None:
+    result = solve_moccasin(GRAPH, BUDGET, backend=backend, workers=1, time_limit=60, greedy=False)
+    assert result.phase1 is not None and result.phase1.status == SolveStatus.OPTIMAL
+    assert result.status == SolveStatus.OPTIMAL and result.schedule is not None
+    assert simulate(GRAPH, result.schedule).total_cost == pytest.approx(OPTIMUM)
+
+
 def test_exported_lp_has_the_same_optimum(tmp_path: Path) -> None:
     import highspy
 

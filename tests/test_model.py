@@ -110,3 +110,29 @@ def test_flatten_split_roundtrip():
     out = m.split(m.flatten(vals))
     assert {k: v.tolist() for k, v in out.items()} == vals
     assert m.check(vals) == []
+
+
+def test_variable_capacity_is_checked_and_lowered_with_its_reservoir():
+    m, _ = SUITE["variable_capacity"]()
+    x = m.flatten({"t.start": [0, 2, 0], "t.end": [2, 3, 2], "k": [2]})
+    assert m.check(x) == [] and m.objective_value(x) == 15.0
+    x[m.block("k").cols] = 1  # capacity 2 < the demand 3 of t1
+    assert any("cumulative" in v for v in m.check(x))
+    native = frozenset({"reservoir", "interval", "continuous"})  # a reservoir with a variable level is lowered too
+    lowered = lower(m, native)
+    assert lowered.model.reservoirs == [] and lowered.model.cumulatives == []
+    assert estimate(m, native) == model_size(lowered.model)
+
+
+def test_variable_capacity_must_be_one_integer_variable():
+    m = Model()
+    iv = m.interval_block("t", 2, start=(0, 3), size=1)
+    k = m.int_block("k", 1, 0, 3)
+    c = m.cont_block("c", 1, 0, 3)
+    for bad in (2 * k[0], k[0] + c[0], k[0] + 0.5):
+        with pytest.raises(TypeError, match="variable capacity"):
+            m.add_cumulative(iv, 1, bad)
+    with pytest.raises(ConfigurationError, match="integer variable"):
+        m.add_cumulative(iv, 1, c[0])
+    with pytest.raises(ValueError, match=">= 0"):
+        m.add_cumulative(iv, 1, k[0] - 1)

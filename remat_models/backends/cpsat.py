@@ -178,7 +178,8 @@ class _Builder:
             else:
                 intervals.append(cp.new_interval_var(start, size, end, f"iv{i}"))
         for cu in m.cumulatives:
-            cp.add_cumulative([intervals[i] for i in cu.interval_ids], cu.demands.tolist(), cu.capacity)
+            capacity = cu.capacity + (self._var(cu.capacity_col) if cu.capacity_col >= 0 else 0)
+            cp.add_cumulative([intervals[i] for i in cu.interval_ids], cu.demands.tolist(), capacity)
         for r in m.reservoirs:
             actives = [self._lit(c, n) for c, n in zip(r.active_cols.tolist(), r.active_neg.tolist(), strict=True)]
             times = self._exprs(r.times, "reservoir time")

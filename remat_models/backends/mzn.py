@@ -80,11 +80,13 @@ array[1..n_cum + 1] of int: cum_ptr;
 array[int] of int: cum_iv;
 array[int] of int: cum_demand;
 array[1..n_cum] of int: cum_cap;
+array[1..n_cum] of int: cum_cap_col;
+function var int: cum_capacity(int: g) = cum_cap[g] + if cum_cap_col[g] = 0 then 0 else x[cum_cap_col[g]] endif;
 constraint forall(g in 1..n_cum)(
   cumulative([x[iv_start[cum_iv[k]]] | k in cum_ptr[g]..cum_ptr[g + 1] - 1],
              [iv_dur(cum_iv[k]) | k in cum_ptr[g]..cum_ptr[g + 1] - 1],
              [cum_demand[k] * bool2int(lit(iv_pres[cum_iv[k]], 1)) | k in cum_ptr[g]..cum_ptr[g + 1] - 1],
-             cum_cap[g]));
+             cum_capacity(g)));
 
 % reservoirs (events 1..n_ev use expressions 1..n_ev as times): at every active event's time t,
 % min <= sum of the active changes at times <= t <= max
@@ -264,6 +266,7 @@ def _intervals(model: Model) -> list[tuple[str, str]]:
         ("cum_iv", _ints(np.concatenate([c.interval_ids for c in cums] or [[]]) + 1)),
         ("cum_demand", _ints(np.concatenate([c.demands for c in cums] or [[]]))),
         ("cum_cap", _ints([c.capacity for c in cums])),
+        ("cum_cap_col", _ints([c.capacity_col + 1 for c in cums])),
     ]
 
 

@@ -31,6 +31,7 @@ from remat_models.formulations.moccasin_layout import (
 from remat_models.formulations.moccasin_model import MoccasinModel, MoccasinOptions, build_model, hint_values
 from remat_models.formulations.scaling import DEFAULT_PRECISION
 from remat_models.graph import Graph
+from remat_models.heuristics.staged_greedy import staged_greedy_sequence
 from remat_models.model import SolveResult, SolveStatus
 from remat_models.schedule import Schedule, SimulationResult, eager_frees, simulate
 
@@ -143,6 +144,7 @@ def solve_moccasin(
     workers: int | None = None,
     seed: int = 0,
     init: Schedule | None = None,
+    greedy: bool = True,
     two_phase: bool = True,
     C_nodes: Mapping[str, int] | None = None,
     cost_precision: float = DEFAULT_PRECISION,
@@ -150,9 +152,11 @@ def solve_moccasin(
 ) -> MoccasinResult:
     """Plan ``graph`` under ``budget`` bytes with Moccasin; the returned schedule is simulated (peak <= budget).
 
-    Phase 1 (``two_phase``, when the start is over budget) minimizes max(peak, budget) from ``init``
-    (default: the input order, each node once); its solution warm-starts phase 2, which minimizes
-    the total cost. ``time_limit`` bounds both phases together; ``workers`` defaults to all cores.
+    The start is ``init``, else the input order (each node once), else, if that is over budget and
+    ``greedy``, the staged greedy plan (input order plus recomputations, at most C_v computations).
+    Phase 1 (``two_phase``, when the start is over budget) minimizes max(peak, budget) from the start;
+    its solution warm-starts phase 2, which minimizes the total cost. ``time_limit`` bounds both phases
+    together; ``workers`` defaults to all cores.
     """
     t0 = time.perf_counter()
     check_budget(graph, budget)
@@ -169,6 +173,9 @@ def solve_moccasin(
     assert layout is not None
     start = intervals_from_sequence(layout, graph.order if init is None else init.compute_sequence())
     start_peak = built.peak(start)
+    if init is None and greedy and start_peak > budget:
+        start = intervals_from_sequence(layout, staged_greedy_sequence(graph, budget, layout.counts))
+        start_peak = built.peak(start)
     result = MoccasinResult(
         SolveStatus.NO_SOLUTION,
         None,
@@ -190,7 +197,8 @@ def solve_moccasin(
         if best is not None:
             result.time_to_first = time.perf_counter() - t0
     offset = time.perf_counter() - t0
-    phase2 = solver.solve(built.model, limits(), hints=hint_values(built, best or start))
+    hints = hint_values(built, best or start)
+    phase2 = solver.solve(built.model, limits(), hints=hints)
     result.phase2 = phase2
     unit = built.units.cost_unit
     result.trajectory = [(offset + t, obj * unit) for t, obj in phase2.trajectory]
@@ -200,6 +208,8 @@ def solve_moccasin(
         result.cost_bound = None if phase2.bound is None else phase2.bound * unit
         final = phase2.objective
         result.time_to_best = next((offset + t for t, obj in phase2.trajectory if obj <= final + 1e-9), None)
+        if result.time_to_first is not None and final >= built.model.objective_value(hints) - 1e-9:
+            result.time_to_best = result.time_to_first  # phase 2 only found the fitting start again
         if result.time_to_first is None:
             result.time_to_first = result.trajectory[0][0] if result.trajectory else offset
     elif phase2.status == SolveStatus.INFEASIBLE:

@@ -14,7 +14,8 @@ one past the last event it is retained, ``presence`` = a_v^i). Constraints, with
   capacity-1 cumulative of unit "compute" intervals; with order="input" the stage structure of
   sec. 2.3 makes starts distinct instead; inactive intervals are parked at their last start;
 - graph outputs: the last active interval ends after the final event (retained to the end);
-- objective (1): sum of cost[v] * a_v^i; phase 1 (sec. 2.4) minimizes max(M_var, budget) instead.
+- objective (1): sum of cost[v] * a_v^i; phase 1 (sec. 2.4) minimizes max(M_var, budget) instead: the
+  cumulative's capacity is a variable ``peak`` in [budget's capacity, the start's peak], minimized (12)-(13).
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ class MoccasinModel(BuiltModel):
     scaled: ScaledGraph | None = None
     phase: int = 2
     capacity: int = 0  # memory capacity of the cumulative, in memory units
-    slack: int = 0  # phase 1: capacity above the budget's that the filler may take back
+    slack: int = 0  # phase 1: how far above the budget's capacity the variable capacity may go
     options: MoccasinOptions = field(default_factory=MoccasinOptions)
 
     def interval_values(self, values: Mapping[str, np.ndarray]) -> IntervalValues:
@@ -195,7 +196,7 @@ class _Builder:
         self.m.add_reservoir(times, changes, u_act + u_act + [k_act, k_act], min_level=0, max_level=1)
 
     def memory(self, capacity: int, slack: int) -> None:
-        """(4) as one cumulative; phase 1 adds optional full-horizon fillers worth up to ``slack`` units (13)."""
+        """(4) as one cumulative; in phase 1 its capacity is a variable up to ``slack`` units above, minimized (12)."""
         m, lay, sc = self.m, self.layout, self.scaled
         ids, demands = [self.iv.ids], [sc.mem[lay.owner]]
         ws = np.flatnonzero(sc.workspace[lay.owner] > 0)
@@ -206,16 +207,12 @@ class _Builder:
             Rows(ws.size).term(w.presence.cols, 1.0).term(self.presence[ws], -1.0).add_to(m, 0.0, 0.0)  # type: ignore[union-attr]
             ids.append(w.ids)
             demands.append(sc.workspace[lay.owner[ws]])
+        cap: int | Var = capacity
         if slack > 0:
-            bits = 2 ** np.arange(slack.bit_length(), dtype=np.int64)
-            end = lay.horizon + 2
-            f = m.interval_block("filler", bits.size, start=(0, 0), size=end, end=(end, end), optional=True)
-            fill = f.presence.cols  # type: ignore[union-attr]
-            Rows(1).term(fill, bits.astype(np.float64), rows=np.zeros(bits.size)).add_to(m, ub=float(slack))
-            m.set_objective(fill, -bits.astype(np.float64), offset=float(slack))  # = max(M_var, M) - M
-            ids.append(f.ids)
-            demands.append(bits)
-        m.add_cumulative(np.concatenate(ids), np.concatenate(demands), capacity + slack)
+            peak = m.int_block("peak", 1, capacity, capacity + slack)  # max(M_var, M) in memory units
+            m.set_objective(peak.cols, 1.0)
+            cap = peak[0]
+        m.add_cumulative(np.concatenate(ids), np.concatenate(demands), cap)
 
     def _when(self, k: np.ndarray, plus: np.ndarray, minus: np.ndarray, ub: float) -> None:
         """``x[plus] - x[minus] <= ub`` when interval ``k`` is active (a plain row for first intervals)."""
@@ -255,9 +252,7 @@ def hint_values(built: MoccasinModel, intervals: IntervalValues) -> dict[str, np
         hints["compute.start"] = intervals.start
         hints["compute.end"] = intervals.start + 1
         hints["compute.presence"] = intervals.presence
-    if "filler.presence" in built.model.blocks:
-        bits = built.model.block("filler.presence").size
-        hints["filler.presence"] = np.zeros(bits, dtype=np.int64)
-        hints["filler.start"] = np.zeros(bits, dtype=np.int64)
-        hints["filler.end"] = np.full(bits, lay.horizon + 2, dtype=np.int64)
+    if "peak" in built.model.blocks:  # phase 1: the intervals' own peak, within the variable's bounds
+        units = retained_peak(lay, intervals, built.scaled.mem, built.scaled.workspace)  # type: ignore[union-attr]
+        hints["peak"] = np.array([min(max(units, built.capacity), built.capacity + built.slack)])
     return hints

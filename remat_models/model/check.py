@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from remat_models.model.constructs import RowBatch
+from remat_models.model.constructs import Reservoir, RowBatch
 
 if TYPE_CHECKING:
     from remat_models.model.core import Model
@@ -37,20 +37,26 @@ def violations(model: Model, x: np.ndarray, tol: float = 1e-6) -> list[str]:
         ids = cu.interval_ids
         times = np.concatenate([x[iv.start[ids]], x[iv.end[ids]]])
         act = np.concatenate([present[ids], present[ids]])
-        bad = _level_violations(times, np.concatenate([cu.demands, -cu.demands]), act, -np.inf, cu.capacity)
+        cap = cu.capacity + (x[cu.capacity_col] if cu.capacity_col >= 0 else 0)
+        bad = _level_violations(times, np.concatenate([cu.demands, -cu.demands]), act, -np.inf, cap + tol)
         _report(out, f"cumulative {k} at times", bad)
     for k, r in enumerate(model.reservoirs):
         act = _lit_values(x, r.active_cols, r.active_neg)
         _report(
             out,
             f"reservoir {k} at times",
-            _level_violations(r.times.values(x), r.changes, act, r.min_level, r.max_level),
+            _level_violations(r.times.values(x), r.changes, act, r.min_level, _upper(r, x) + tol),
         )
     for k, ad in enumerate(model.all_different):
         vals = np.rint(ad.exprs.values(x))
         uniq, counts = np.unique(vals, return_counts=True)
         _report(out, f"all_different {k} repeats values", uniq[counts > 1])
     return out
+
+
+def _upper(r: Reservoir, x: np.ndarray) -> float:
+    """A reservoir's upper level at ``x``."""
+    return r.max_level + (x[r.max_level_col] if r.max_level_col >= 0 else 0)
 
 
 def _report(out: list[str], what: str, bad: np.ndarray) -> None:

@@ -91,11 +91,12 @@ class ProductBatch:
 
 @dataclass(frozen=True)
 class Cumulative:
-    """Sum of ``demands`` of present intervals running at any time ``<= capacity``."""
+    """Sum of ``demands`` of present intervals running at any time ``<= capacity (+ x[capacity_col])``."""
 
     interval_ids: np.ndarray
     demands: np.ndarray
     capacity: int
+    capacity_col: int = -1  # >= 0: the capacity is ``capacity + x[capacity_col]`` (a variable capacity)
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,7 @@ class Reservoir:
     active_neg: np.ndarray
     min_level: int
     max_level: int
+    max_level_col: int = -1  # >= 0: the upper level is ``max_level + x[max_level_col]`` (from a cumulative)
 
 
 @dataclass(frozen=True)

@@ -185,16 +185,17 @@ class Model:
         self._check_bool(b, "product factor b")
         self.products.append(C.ProductBatch(z, b, x))
 
-    def add_cumulative(self, intervals: IntervalBlock | Any, demands: Any, capacity: int) -> None:
-        """Sum of demands of present intervals running at any time <= capacity (an IntervalBlock or ids)."""
+    def add_cumulative(self, intervals: IntervalBlock | Any, demands: Any, capacity: int | LinExpr) -> None:
+        """Sum of demands of present intervals running at any time <= capacity (an int or ``int var + const``)."""
         ids = np.ravel(intervals.ids if isinstance(intervals, IntervalBlock) else np.asarray(intervals, dtype=np.int64))
         d = np.broadcast_to(np.asarray(demands, dtype=np.int64), ids.shape).copy()
         n_iv = sum(b.start.size for b in self.interval_blocks)
         if len(ids) and (ids.min() < 0 or ids.max() >= n_iv):
             raise ValueError(f"interval ids must lie in 0..{n_iv - 1}")
-        if np.any(d < 0) or capacity < 0:
+        col, const = self._capacity(capacity)
+        if np.any(d < 0) or const + (self.col_lb[col] if col >= 0 else 0) < 0:
             raise ValueError("demands and capacity must be >= 0")
-        self.cumulatives.append(C.Cumulative(ids, d, int(capacity)))
+        self.cumulatives.append(C.Cumulative(ids, d, const, col))
 
     def add_reservoir(
         self,
@@ -345,6 +346,18 @@ class Model:
         lb, ub, integer = self.col_lb[cols], self.col_ub[cols], self.col_integer[cols]
         if not np.all(integer & (lb >= 0) & (ub <= 1)):
             raise ConfigurationError(f"{what} must be a bool (0/1 integer) variable")
+
+    def _capacity(self, capacity: int | LinExpr) -> tuple[int, int]:
+        """(column or -1, integer constant) of a capacity given as an int or as ``integer variable + int``."""
+        if not isinstance(capacity, LinExpr):
+            return -1, int(capacity)
+        if len(capacity.cols) != 1 or capacity.coefs[0] != 1 or capacity.const != round(capacity.const):
+            raise TypeError(f"a variable capacity is one integer variable plus an integer, got {capacity!r}")
+        col = int(capacity.cols[0])
+        self._check_cols(np.array([col]))
+        if not self.col_integer[col]:
+            raise ConfigurationError("a variable capacity must be an integer variable")
+        return col, int(capacity.const)
 
     @staticmethod
     def _single_col(v: LinExpr) -> int:

@@ -5,7 +5,8 @@ original ones, so a solution maps back by truncation). Sizes produced (see docs/
 
 - ``all_different`` over n expressions with domains D_i: ``sum |D_i|`` binaries, ``2n + |U|`` rows
   (U = hull of the domains), ``3 sum |D_i| + nnz(exprs)`` nonzeros.
-- ``cumulative`` over n intervals: a reservoir with 2 events per interval of positive demand.
+- ``cumulative`` over n intervals: a reservoir with 2 events per interval of positive demand; a variable
+  capacity becomes a variable upper level, i.e. one more row per time step (``level[t] - cap <= const``).
 - ``reservoir`` with m events of time domains T_i over horizon H: ``sum |T_i|`` binaries and H
   integer levels, ``3m + H`` rows, ``O(sum |T_i| + H)`` nonzeros, i.e. O(#events * horizon).
 - ``interval``: one row per interval (an indicator on presence when optional).
@@ -51,7 +52,7 @@ def effective_native(native: frozenset[str]) -> frozenset[str]:
 
 def lower(model: Model, native: frozenset[str]) -> LoweredModel:
     """Rewrite every non-native construct into linear rows; raise if one has no transform."""
-    native = effective_native(native)
+    native = _with_variable_levels(model, effective_native(native))
     missing = model.constructs() - native - set(ORDER)
     if missing:
         raise UnsupportedConstructError(f"no lowering for construct(s) {', '.join(sorted(missing))}")
@@ -66,7 +67,14 @@ def estimate(model: Model, native: frozenset[str] | None = None) -> SizeEstimate
     """Size of the model after lowering for ``native`` (None: as it stands), without building it."""
     if native is None:
         return S.model_size(model)
-    return S.model_size(model) + lowering_delta(model, effective_native(native))
+    return S.model_size(model) + lowering_delta(model, _with_variable_levels(model, effective_native(native)))
+
+
+def _with_variable_levels(model: Model, native: frozenset[str]) -> frozenset[str]:
+    """A lowered variable-capacity cumulative is a reservoir with a variable upper level: that one is lowered too."""
+    if C.CUMULATIVE not in native and any(cu.capacity_col >= 0 for cu in model.cumulatives):
+        return native - {C.RESERVOIR}
+    return native
 
 
 def lowering_delta(model: Model, native: frozenset[str]) -> SizeEstimate:
@@ -95,7 +103,9 @@ def lowering_delta(model: Model, native: frozenset[str]) -> SizeEstimate:
             ev = res.times.size
             nnz = int(t.sum()) + n_act + 2 * (len(res.times.cols) + int(t.sum()) + n_act)
             nnz += max(2 * h - 1, 0) + int(t[res.changes != 0].sum())
-            delta += SizeEstimate(int(t.sum()) + h, int(t.sum()) + h, 3 * ev + h, nnz) - S.reservoir(res)
+            cap_rows = h if res.max_level_col >= 0 else 0
+            nnz += 2 * cap_rows
+            delta += SizeEstimate(int(t.sum()) + h, int(t.sum()) + h, 3 * ev + h + cap_rows, nnz) - S.reservoir(res)
     indicators = list(model.indicators)
     if C.INTERVAL not in native:
         iv = model.intervals
@@ -158,7 +168,17 @@ def _lower_reservoir(m: Model) -> None:
         w = m.bool_block(f"_lower.reservoir{k}.at", int(dom.sum())).offset + np.arange(len(owner))
         t0 = int(lo.min()) if e.size else 0
         h = int(hi.max()) - t0 + 1 if e.size else 0
-        level = m.int_block(f"_lower.reservoir{k}.level", h, res.min_level, res.max_level).offset + np.arange(h)
+        top = res.max_level + (ub[res.max_level_col] if res.max_level_col >= 0 else 0)
+        level = m.int_block(f"_lower.reservoir{k}.level", h, res.min_level, top).offset + np.arange(h)
+        if res.max_level_col >= 0:  # level[t] - x[col] <= max_level: linear with a variable right-hand side
+            steps = np.arange(h)
+            m.add_rows(
+                np.r_[steps, steps],
+                np.r_[level, np.full(h, res.max_level_col)],
+                np.r_[np.ones(h), -np.ones(h)],
+                -np.inf,
+                float(res.max_level),
+            )
         act = res.active_cols >= 0
         ev = np.arange(e.size)
         # sum_t w[i, t] == active_i, i.e. sum_t w - coef * x == const (literal = x or 1 - x or 1)
@@ -286,6 +306,7 @@ def _cumulative_reservoir(m: Model, cu: C.Cumulative) -> C.Reservoir:
         active_neg=np.zeros(2 * len(ids), bool),
         min_level=0,
         max_level=cu.capacity,
+        max_level_col=cu.capacity_col,
     )
 
 

@@ -731,3 +731,45 @@ def anneal(
         if stop_met and met:
             return True
     return False
+
+
+@njit(cache=True)
+def prune(
+    U: np.ndarray,
+    ucost: np.ndarray,
+    in_ptr: np.ndarray,
+    in_idx: np.ndarray,
+    V: np.ndarray,
+    use_buf: np.ndarray,
+    S: np.ndarray,
+    occ: np.ndarray,
+    tree: np.ndarray,
+    lazy: np.ndarray,
+    ltree: np.ndarray,
+    llazy: np.ndarray,
+    ints: np.ndarray,
+    floats: np.ndarray,
+    limit: int,
+) -> int:
+    """Greedily drop computations, latest first, while valid and the tree's peak stays <= max(limit, peak).
+
+    Passes repeat until one removes nothing; returns the number removed. Deterministic.
+    """
+    removed = 0
+    changed = True
+    while changed:
+        changed = False
+        times = np.sort(occ[: ints[N_OCC]])
+        for i in range(times.shape[0] - 1, -1, -1):
+            t = times[i]
+            x = S[t, 0]
+            if not U[x, UR] or not can_remove(U, V, use_buf, S, t):
+                continue
+            before = tree[1]
+            remove_unit(U, ucost, in_ptr, in_idx, V, use_buf, S, occ, tree, lazy, ltree, llazy, ints, floats, t)
+            if tree[1] > max(before, limit):
+                add_unit(U, ucost, in_ptr, in_idx, V, use_buf, S, occ, tree, lazy, ltree, llazy, ints, floats, x, t)
+            else:
+                removed += 1
+                changed = True
+    return removed

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Literal
 
 import numpy as np
@@ -33,7 +33,7 @@ class FastSAOptions:
     copies: int = 16  # most occurrences of one unit (raised to the initial count when larger)
     objective: Objective = "elu"  # "product": eq. 1; "elu": footnote 2 (used for Table 1); "memory": M
     grouping: bool = True  # stage 1 on grouped nodes (2.2.2)
-    max_expansion: float = 32.0  # grouping stops before the expanded sequence exceeds this many times n
+    max_expansion: float = 2.0  # grouping stops before the expanded sequence exceeds this many times n
     logaddexp: bool = False  # objective on the logaddexp tree's smooth peak (C.2)
     order_only: bool = False  # rotations only: a memory-minimising topological order (B.2)
     p_add: float = 1 / 3  # share of add mutations
@@ -42,14 +42,18 @@ class FastSAOptions:
     final_ratio: float = 1e-4  # h_f = this * h_i (D.4: 0.01 %)
     cost_epsilon: float = 1e-6  # each computation adds this * mean node cost to the objective's cost
     chunk: int = 1 << 16  # attempts per kernel call (granularity of the time limit and trajectory)
+    prune: bool = True  # greedy redundancy removal before and after stage 2
+    reheat: float = 1e-3  # stage 2 starts at this * its initial objective (0: at stage 1's final temperature, D.4)
+    fill_time: bool = False  # with a time limit, stretch stage 2 (and its cooling) to end at the limit
+    restarts: int = 1  # independent runs of both stages (run r > 0 seeded (seed, stage, r)), time split evenly
 
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES:
             raise ConfigurationError(f"unknown FastSA objective {self.objective!r}; choose one of {list(OBJECTIVES)}")
         if not (self.p_add >= 0 and self.p_remove >= 0 and self.p_add + self.p_remove <= 1):
             raise ConfigurationError("FastSA mutation shares p_add, p_remove must be >= 0 with a sum <= 1")
-        if self.copies < 1 or self.spacing < 1 or self.chunk < 1:
-            raise ConfigurationError("FastSA copies, spacing and chunk must be positive")
+        if self.copies < 1 or self.spacing < 1 or self.chunk < 1 or self.restarts < 1:
+            raise ConfigurationError("FastSA copies, spacing, chunk and restarts must be positive")
         if self.slots is not None and self.slots < 16:
             raise ConfigurationError(f"FastSA slots must be at least 16, got {self.slots}")
 
@@ -91,6 +95,7 @@ class StageReport:
     peak: int
     cost: float
     wall_time: float
+    pruned: int = 0  # computations removed by the greedy pass (stage 2: before and after annealing)
 
 
 @dataclass(frozen=True)
@@ -135,7 +140,7 @@ def warmup() -> float:
     graph = Graph.from_arrays(["a", "b", "c"], [1.0, 1.0, 1.0], [1, 2, 1], [(0, 1), (1, 2), (0, 2)])
     for logaddexp in (False, True):
         state = SAState(graph, plain_units(graph), graph.order, slots=16, logaddexp=logaddexp)
-        _Stage(state, FastSAOptions(logaddexp=logaddexp), budget=3, stage=1, seed=0).run(64, deadline=math.inf)
+        _Stage(state, FastSAOptions(logaddexp=logaddexp), budget=3, stage=1).run(64, deadline=math.inf)
         state.soft_peak() if logaddexp else state.profile()
     _compiled = True
     return time.perf_counter() - started
@@ -144,7 +149,9 @@ def warmup() -> float:
 class _Stage:
     """One annealing stage over a state: parameters, counters, best record, chunked runs."""
 
-    def __init__(self, state: SAState, options: FastSAOptions, *, budget: int, stage: int, seed: int) -> None:
+    def __init__(
+        self, state: SAState, options: FastSAOptions, *, budget: int, stage: int, key: tuple[int, int] = (0, 0)
+    ) -> None:
         self.state = state
         self.options = options
         self.stage = stage
@@ -162,7 +169,9 @@ class _Stage:
         self.par = par
         self.initial_objective = self.objective()
         self.counters = np.zeros(3, dtype=np.int64)
-        self.rng = np.random.SeedSequence([seed, stage]).generate_state(1, dtype=np.uint64)
+        seed, restart = key
+        entropy = [seed, stage] if restart == 0 else [seed, stage, restart]
+        self.rng = np.random.SeedSequence(entropy).generate_state(1, dtype=np.uint64)
         self.best = np.zeros(6, dtype=np.float64)
         self.best[ann.B_F] = self.initial_objective
         self.best[ann.B_MET] = float(state.peak() <= budget)
@@ -197,6 +206,16 @@ class _Stage:
                 break
         if self.best[ann.B_DIRTY] > 0:
             ann.snapshot(a.S, a.occ, a.tree, a.ints, a.floats, self.par, self.best, self.best_t, self.best_u)
+
+    def run_until(self, n_min: int, *, deadline: float, started: float, trajectory: list | None = None) -> None:
+        """Run chunks until the deadline, rescaling N so the cooling schedule tracks elapsed time (at least n_min)."""
+        mark = time.perf_counter()
+        while time.perf_counter() < deadline:
+            done = int(self.counters[ann.C_ITER])
+            self.run(done + self.options.chunk, deadline=deadline, started=started, trajectory=trajectory)
+            now = time.perf_counter()
+            span = (deadline - mark) / max(now - mark, 1e-9)
+            self.par[ann.P_N] = max(n_min, int(self.counters[ann.C_ITER] * span))
 
     def objective(self) -> float:
         """Objective value of the current state."""
@@ -243,6 +262,56 @@ def _stage_one_units(graph: Graph, budget: int, options: FastSAOptions) -> tuple
     return plain_units(graph), graph.order.astype(np.int64)
 
 
+def _rank(report: StageReport, budget: int) -> tuple[bool, float, int]:
+    """Order of restarts: budget met first, then lower cost, then lower peak (ties: the earliest run)."""
+    return (report.peak > budget, report.cost, report.peak)
+
+
+def _stages(
+    graph: Graph,
+    budget: int,
+    opts: FastSAOptions,
+    start: tuple[Units, np.ndarray],
+    iterations: tuple[int, int],
+    key: tuple[int, int],
+    deadline: float,
+    trajectory: list[TrajectoryPoint],
+) -> tuple[np.ndarray, tuple[StageReport, StageReport]]:
+    """Stage 1 from ``start``, prune, stage 2, prune (key = seed, restart); return node sequence and reports."""
+    n1, n2 = iterations
+    started = time.perf_counter()
+    build = {"slots": opts.slots, "spacing": opts.spacing, "copies": opts.copies, "logaddexp": opts.logaddexp}
+    one = _Stage(SAState(graph, *start, **build), opts, budget=budget, stage=1, key=key)
+    h1 = opts.initial_temperature * one.initial_objective
+    one.set_temperatures(h1, h1 * opts.final_ratio, n1)
+    if one.best[ann.B_MET] == 0:
+        share = n1 / (n1 + n2) if n1 + n2 else 1.0
+        one.run(n1, deadline=started + (deadline - started) * share, started=started, trajectory=trajectory)
+    else:
+        one.run(0, deadline=started)
+    report_one = one.report(time.perf_counter() - started)
+    mark = time.perf_counter()
+    state = SAState(graph, plain_units(graph), one.best_sequence(), **build)
+    pruned = state.prune(budget) if opts.prune else 0
+    two = _Stage(state, opts, budget=budget, stage=2, key=key)
+    h2 = opts.reheat * two.initial_objective if opts.reheat > 0 else h1 * opts.final_ratio
+    two.set_temperatures(h2, h2 * opts.final_ratio, n2)
+    if opts.fill_time and math.isfinite(deadline):
+        two.run_until(n2, deadline=deadline, started=started, trajectory=trajectory)
+    else:
+        two.run(n2, deadline=deadline, started=started, trajectory=trajectory)
+    final = SAState(graph, plain_units(graph), two.best_sequence(), **build)
+    pruned += final.prune(budget) if opts.prune else 0
+    report_two = replace(
+        two.report(time.perf_counter() - mark),
+        peak=final.peak(),
+        cost=final.cost(),
+        met_budget=final.peak() <= budget,
+        pruned=pruned,
+    )
+    return final.compute_sequence(), (report_one, report_two)
+
+
 def fastsa(
     graph: Graph,
     budget: int,
@@ -256,8 +325,10 @@ def fastsa(
 
     ``iterations`` = (N1, N2) mutation attempts for stage 1 (grouped nodes, stops once the budget is
     met) and stage 2 (plain nodes); default the paper's (20M, 2M). ``time_limit`` (seconds, compile
-    time excluded) is shared in proportion N1 : N2, stage 2 also getting what stage 1 leaves. Other
-    keyword options: see :class:`FastSAOptions`. Deterministic for a seed unless the time limit cuts in.
+    time excluded) is split evenly between restarts and within one in proportion N1 : N2, stage 2 also
+    getting what stage 1 leaves (all of it with ``fill_time``). Each stage 2 is bracketed by greedy
+    pruning. Other keyword options: see :class:`FastSAOptions`. Deterministic for a seed unless the
+    time limit cuts in or ``fill_time`` is on.
     """
     opts = FastSAOptions.from_kwargs(options)
     n1, n2 = PAPER_ITERATIONS if iterations is None else iterations
@@ -268,25 +339,13 @@ def fastsa(
     limit = math.inf if time_limit is None else float(time_limit)
     trajectory: list[TrajectoryPoint] = []
     units, sequence = _stage_one_units(graph, budget, opts)
-    reports = []
-    build = {"slots": opts.slots, "spacing": opts.spacing, "copies": opts.copies, "logaddexp": opts.logaddexp}
-    one = _Stage(SAState(graph, units, sequence, **build), opts, budget=budget, stage=1, seed=seed)
-    h1 = opts.initial_temperature * one.initial_objective
-    one.set_temperatures(h1, h1 * opts.final_ratio, n1)
-    if one.best[ann.B_MET] == 0:
-        share = n1 / (n1 + n2) if n1 + n2 else 1.0
-        one.run(n1, deadline=started + limit * share, started=started, trajectory=trajectory)
-    else:
-        one.run(0, deadline=started)
-    reports.append(one.report(time.perf_counter() - started))
-    mark = time.perf_counter()
-    two = _Stage(
-        SAState(graph, plain_units(graph), one.best_sequence(), **build), opts, budget=budget, stage=2, seed=seed
-    )
-    two.set_temperatures(h1 * opts.final_ratio, h1 * opts.final_ratio**2, n2)
-    two.run(n2, deadline=started + limit, started=started, trajectory=trajectory)
-    reports.append(two.report(time.perf_counter() - mark))
-    schedule = eager_frees(graph, two.best_sequence())
+    runs = []
+    for restart in range(opts.restarts):
+        deadline = started + limit * (restart + 1) / opts.restarts
+        key = (seed, restart)
+        runs.append(_stages(graph, budget, opts, (units, sequence), (n1, n2), key, deadline, trajectory))
+    sequence, reports = min(runs, key=lambda run: _rank(run[1][-1], budget))
+    schedule = eager_frees(graph, sequence)
     simulation = simulate(graph, schedule)
     if simulation.peak != reports[-1].peak:
         logger.warning("FastSA: simulated peak %d differs from the annealer's %d", simulation.peak, reports[-1].peak)

@@ -206,6 +206,11 @@ class SAState:
         kernels.remove_unit(*a, t1)
         return True
 
+    def prune(self, budget: int) -> int:
+        """Drop every computation whose removal is valid and keeps the peak within max(budget, peak); return count."""
+        a = self.arrays
+        return int(kernels.prune(*a, budget - self.graph.fixed_mem))
+
     def unit_sequence(self) -> np.ndarray:
         """Units in slot order."""
         return self.arrays.S[self.occupied(), 0]
