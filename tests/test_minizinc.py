@@ -18,14 +18,14 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def _solve_with_binary(path):
+def solve_with_binary(path, timeout: float = 60):
     """Run the real `minizinc` binary on an exported .mzn/.dzn pair; return x of the best solution."""
     out = subprocess.run(
         ["minizinc", "--solver", "gecode", "--output-mode", "json", str(path), str(path.with_suffix(".dzn"))],
         capture_output=True,
         text=True,
         check=True,
-        timeout=60,
+        timeout=timeout,
     ).stdout
     assert "==========" in out  # search complete: optimal
     solutions = [json.loads(chunk) for chunk in out.split("----------") if chunk.strip().startswith("{")]
@@ -37,7 +37,7 @@ def test_exported_mzn_solved_by_binary_matches_optimum(tmp_path, name):
     model, opt = SUITE[name]()
     path = export(model, tmp_path / "m.mzn")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.dzn", "m.mzn"]
-    x = _solve_with_binary(path)[: model.num_cols]
+    x = solve_with_binary(path)[: model.num_cols]
     assert model.check(x) == []
     assert model.objective_value(x) == pytest.approx(opt)
     assert get_backend("cpsat").solve(model).objective == pytest.approx(opt)

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import shutil
-import subprocess
 from pathlib import Path
 
-import numpy as np
 import pytest
+from test_minizinc import solve_with_binary
 
 from remat_models.backends import SolveLimits, available, get_backend
 from remat_models.backends.export import export
@@ -70,16 +68,7 @@ def test_exported_mzn_solved_by_the_minizinc_binary_has_the_same_optimum(tmp_pat
         path = export(built.model, tmp_path / "moccasin.mzn")
     except ConfigurationError as error:
         pytest.skip(f"no .mzn exporter yet: {error}")
-    out = subprocess.run(
-        ["minizinc", "--solver", "gecode", "--output-mode", "json", str(path), str(path.with_suffix(".dzn"))],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-    ).stdout
-    assert "==========" in out  # search complete: optimal
-    solutions = [json.loads(chunk) for chunk in out.split("----------") if chunk.strip().startswith("{")]
-    x = np.array(solutions[-1]["x"], dtype=float)[: built.model.num_cols]
+    x = solve_with_binary(path, timeout=120)[: built.model.num_cols]
     assert built.model.check(x) == []
     assert built.model.objective_value(x) == pytest.approx(OPTIMUM)
     schedule = get_backend("cpsat").solve(built.model, SolveLimits(workers=1))
