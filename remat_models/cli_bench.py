@@ -98,14 +98,18 @@ def report_command(
 ) -> None:
     """Markdown and CSV tables in the papers' layouts with the published numbers beside ours, and plots."""
     from remat_models.bench.paths import default_reference_dir
-    from remat_models.bench.reference import load_reference
+    from remat_models.bench.reference import NO_REFERENCE, load_reference
     from remat_models.bench.report import build_tables, write_report
 
     records = _records(results)
     folder = out or results.with_name(f"{results.stem}_report")
-    reference_dir = reference or default_reference_dir()
+    reference_dir: Path | None = reference or default_reference_dir()
+    if reference is None and not reference_dir.is_dir():  # a fresh clone: no shared folder beside it
+        note = f"note: no published numbers ({reference_dir} is absent; pass --reference FOLDER)"
+        progress_console.print(note, markup=False, highlight=False)
+        reference_dir = None
     written = write_report(records, folder, reference_dir, plots=plots, title=title or f"Benchmarks: {results.name}")
-    tables = build_tables(records, load_reference(reference_dir))
+    tables = build_tables(records, NO_REFERENCE if reference_dir is None else load_reference(reference_dir))
     console.print(_rich(tables["all_runs"]))
     console.print(f"wrote {', '.join(str(p) for p in written)}")
 

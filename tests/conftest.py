@@ -17,3 +17,12 @@ def shared_graphs_dir() -> Path:
     if not graphs.is_dir():
         pytest.skip(f"benchmark graphs folder {graphs} is absent (set REMAT_SHARED to the shared folder)")
     return graphs
+
+
+@pytest.fixture(scope="session")
+def shared_reference_dir() -> Path:
+    """The published tables (``$REMAT_SHARED/reference``, default ``../shared/reference``); skip if absent."""
+    reference = SHARED_DIR / "reference"
+    if not reference.is_dir():
+        pytest.skip(f"published reference folder {reference} is absent (set REMAT_SHARED to the shared folder)")
+    return reference

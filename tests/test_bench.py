@@ -19,7 +19,6 @@ from typer.testing import CliRunner
 from remat_models.bench.executors import DaskExecutor, LocalExecutor, run_sweep
 from remat_models.bench.isolate import kill_running
 from remat_models.bench.methods import method_from_mapping, parse_method
-from remat_models.bench.paths import default_reference_dir
 from remat_models.bench.reference import load_reference
 from remat_models.bench.report import build_tables, write_report
 from remat_models.bench.store import ResultStore, finished_ids, read_records
@@ -197,12 +196,12 @@ def test_dask_executor_gives_the_same_rows(
 
 
 def test_report_tables_and_plots(
-    shared_graphs_dir: Path, tmp_path: Path, local_run: tuple[Path, list[dict[str, Any]]]
+    shared_graphs_dir: Path, shared_reference_dir: Path, tmp_path: Path, local_run: tuple[Path, list[dict[str, Any]]]
 ) -> None:
     sweep = sweep_from_options(["rl_g1_n100"], ["90%", "80%"], ["checkpoint-all", "chen-greedy"])
     records = run_sweep(expand(sweep, graphs_dir=shared_graphs_dir), tmp_path / "rl.jsonl", LocalExecutor(jobs=2))
     records += local_run[1]
-    reference = load_reference(default_reference_dir())
+    reference = load_reference(shared_reference_dir)
     tables = build_tables(records, reference)
     moccasin = tables["moccasin_table3"]
     rl_rows = [row for row in moccasin.rows if row[0] == "RL G1"]
@@ -213,7 +212,7 @@ def test_report_tables_and_plots(
     assert [row[2] for row in fastsa_rows] == ["90 %", "80 %"]
     ratios = {row[1]: row for row in tables["checkmate_table2"].rows if row[0] == "chain"}
     assert ratios["checkpoint-all"][3] == "0/1"  # checkpoint-all does not fit 90 % of the chain
-    written = write_report(records, tmp_path / "report", default_reference_dir())
+    written = write_report(records, tmp_path / "report", shared_reference_dir)
     text = (tmp_path / "report" / "report.md").read_text()
     assert "### Moccasin Table 3 layout" in text and "| RL G1 | (100, 236) | 41,687 |" in text
     header = next(csv.reader(io.StringIO((tmp_path / "report" / "fastsa_table1.csv").read_text())))
@@ -222,7 +221,8 @@ def test_report_tables_and_plots(
     assert (tmp_path / "report" / "tradeoff.png").read_bytes()[:4] == b"\x89PNG"
 
 
-def test_cli_run_report_timeline_and_errors(chain: Path, tmp_path: Path) -> None:
+def test_cli_run_report_timeline_and_errors(chain: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REMAT_SHARED", str(tmp_path / "no-shared"))  # a fresh clone: nothing beside it
     app = typer.Typer()
     app.add_typer(bench_app, name="bench")
     runner = CliRunner()
@@ -236,7 +236,10 @@ def test_cli_run_report_timeline_and_errors(chain: Path, tmp_path: Path) -> None
     assert graph_peak == record["peak"]
     report = runner.invoke(app, ["bench", "report", str(results), "-o", str(tmp_path / "rep"), "--no-plots"])
     assert report.exit_code == 0, report.output
-    assert (tmp_path / "rep" / "report.md").is_file() and not (tmp_path / "rep" / "progress.png").exists()
+    assert "Published numbers: none at hand" in (tmp_path / "rep" / "report.md").read_text()
+    assert not (tmp_path / "rep" / "progress.png").exists()
+    absent = runner.invoke(app, ["bench", "report", str(results), "--reference", str(tmp_path / "nothing")])
+    assert isinstance(absent.exception, ConfigurationError) and "does not exist" in str(absent.exception)
     timeline = runner.invoke(
         app, ["bench", "plot", "timeline", str(chain), str(saved), "-b", "0.9", "-o", str(tmp_path / "tl")]
     )

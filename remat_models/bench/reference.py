@@ -57,6 +57,9 @@ class Reference:
         return self.moccasin if table == "moccasin" else self.fastsa
 
 
+NO_REFERENCE = Reference(moccasin=(), fastsa=(), checkmate={})  # no published numbers at hand
+
+
 def load_reference(folder: str | Path) -> Reference:
     """Read the three CSVs (a missing one gives an empty table; a malformed one raises ConfigurationError)."""
     base = Path(folder)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from remat_models.bench.cells import Record
 from remat_models.bench.files import write_text_atomic
-from remat_models.bench.reference import Reference, load_reference
+from remat_models.bench.reference import NO_REFERENCE, Reference, load_reference
 from remat_models.bench.table import Table
 from remat_models.bench.tables import all_runs_table, approximation_table, fastsa_table, moccasin_table
 from remat_models.errors import ConfigurationError
@@ -48,19 +48,25 @@ def environment_summary(records: list[Record]) -> str:
 
 
 def write_report(
-    records: list[Record], out_dir: str | Path, reference_dir: str | Path, *, plots: bool = True, title: str = ""
+    records: list[Record], out_dir: str | Path, reference_dir: str | Path | None, *, plots: bool = True, title: str = ""
 ) -> list[Path]:
-    """Write ``report.md``, one CSV per table and (with ``plots``) progress and trade-off PNG/SVG; return paths."""
+    """Write ``report.md``, one CSV per table and (with ``plots``) progress and trade-off PNG/SVG; return paths.
+
+    ``reference_dir`` None: no published numbers at hand; the tables say "no published row" and the
+    report says why.
+    """
     if not records:
         raise ConfigurationError("the results file holds no complete record")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    tables = build_tables(records, load_reference(reference_dir))
+    tables = build_tables(records, NO_REFERENCE if reference_dir is None else load_reference(reference_dir))
     written = [write_text_atomic(out / f"{stem}.csv", table.csv_text()) for stem, table in tables.items()]
     figures: list[str] = []
     if plots:
         figures = _plots(records, out, written)
     parts = [f"# {title or 'Benchmark report'}\n", environment_summary(records)]
+    if reference_dir is None:
+        parts.append("Published numbers: none at hand (no reference folder), so no published row is shown.\n")
     parts += [table.markdown() for table in tables.values()]
     parts += [f"![{name}]({name}.png)\n" for name in figures]
     written.insert(0, write_text_atomic(out / "report.md", "\n".join(parts)))
