@@ -13,7 +13,18 @@ from remat_models.errors import (
     UnsupportedConstructError,
 )
 from remat_models.graph import Graph, Node, NodeKind
-from remat_models.schedule import Compute, Free, Schedule, SimulationResult, eager_frees, simulate
+from remat_models.schedule import (
+    Compute,
+    Free,
+    FreeHost,
+    Offload,
+    Prefetch,
+    Schedule,
+    SimulationResult,
+    eager_frees,
+    simulate,
+)
+from remat_models.transfer import TransferModel
 
 __version__ = "0.1.0"
 
@@ -24,16 +35,20 @@ __all__ = [
     "Compute",
     "ConfigurationError",
     "Free",
+    "FreeHost",
     "Graph",
     "GraphError",
     "InvalidScheduleError",
     "ModelTooLargeError",
     "Node",
     "NodeKind",
+    "Offload",
+    "Prefetch",
     "RematError",
     "Schedule",
     "SimulationResult",
     "SolverError",
+    "TransferModel",
     "UnsupportedConstructError",
     "eager_frees",
     "simulate",

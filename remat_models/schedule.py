@@ -1,4 +1,4 @@
-"""Schedules (Compute/Free steps), the simulator that is the source of truth, eager frees."""
+"""Schedules (Compute/Free and Offload/Prefetch/FreeHost steps), the simulator that is the source of truth."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import numpy as np
 
 from remat_models.errors import InvalidScheduleError
 from remat_models.graph import Graph
+from remat_models.transfer import HostTier, TransferModel
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,7 +26,29 @@ class Free:
     node: int
 
 
-Step = Compute | Free
+@dataclass(frozen=True, slots=True)
+class Offload:
+    """Copy the device-resident output of ``node`` to the host; the device copy stays until ``Free``."""
+
+    node: int
+
+
+@dataclass(frozen=True, slots=True)
+class Prefetch:
+    """Copy the host copy of ``node`` back to the device; it counts as device memory from this step on."""
+
+    node: int
+
+
+@dataclass(frozen=True, slots=True)
+class FreeHost:
+    """Drop the host copy of ``node``."""
+
+    node: int
+
+
+Step = Compute | Free | Offload | Prefetch | FreeHost
+TRANSFER_STEPS = (Offload, Prefetch, FreeHost)
 
 
 @dataclass(frozen=True)
@@ -58,8 +81,10 @@ class Schedule:
 class SimulationResult:
     """What running a schedule costs: peak memory, total cost, TDI, recomputations, timeline.
 
-    ``timeline[k]`` is the memory in use during step k if it is a Compute (fixed + resident +
-    output + workspace), and the memory after it if it is a Free.
+    ``timeline[k]`` is the device memory in use during step k if it is a Compute (fixed + resident +
+    output + workspace) or a Prefetch (resident + the prefetched value), and after it otherwise.
+    With a transfer model, ``total_cost`` is compute + transfer time in ``serial`` mode and the
+    makespan in ``overlap`` mode; ``tdi`` stays relative to computing every node once.
     """
 
     peak: int
@@ -69,14 +94,24 @@ class SimulationResult:
     computations: int
     recomputations: int
     timeline: np.ndarray = field(repr=False)
+    transfer_cost: float = 0.0
+    offloads: int = 0
+    prefetches: int = 0
+    host_peak: int = 0
+    makespan: float | None = None
 
     def fits(self, budget: int) -> bool:
         """Whether the peak is within ``budget`` bytes."""
         return self.peak <= budget
 
 
-def simulate(graph: Graph, schedule: Schedule | Sequence[Step]) -> SimulationResult:
-    """Execute ``schedule`` symbolically on ``graph``; raise InvalidScheduleError on any violation."""
+def simulate(
+    graph: Graph, schedule: Schedule | Sequence[Step], transfer: TransferModel | None = None
+) -> SimulationResult:
+    """Execute ``schedule`` symbolically on ``graph``; raise InvalidScheduleError on any violation.
+
+    Offload/Prefetch/FreeHost steps need a ``transfer`` model (see ``remat_models.transfer``).
+    """
     steps = schedule.steps if isinstance(schedule, Schedule) else tuple(schedule)
     mem = graph.mem.tolist()
     workspace = graph.workspace.tolist()
@@ -90,6 +125,7 @@ def simulate(graph: Graph, schedule: Schedule | Sequence[Step]) -> SimulationRes
     timeline = np.empty(len(steps), dtype=np.int64)
     in_use = graph.fixed_mem
     peak, peak_step, total_cost = -1, -1, 0.0
+    tier = None if transfer is None else HostTier(mem, names, transfer)
     for k, step in enumerate(steps):
         v = step.node
         if not (isinstance(v, (int, np.integer)) and 0 <= v < n):
@@ -112,11 +148,30 @@ def simulate(graph: Graph, schedule: Schedule | Sequence[Step]) -> SimulationRes
             in_use += mem[v]
             computed[v] += 1
             total_cost += cost[v]
+            if tier is not None:
+                tier.compute(pred_idx[pred_ptr[v] : pred_ptr[v + 1]], cost[v])
         elif isinstance(step, Free):
             if not resident[v]:
                 raise InvalidScheduleError(f"frees {names[v]!r}, which is not resident", step=k)
             resident[v] = False
             in_use -= mem[v]
+            timeline[k] = in_use
+            if tier is not None:
+                tier.free(v)
+        elif isinstance(step, TRANSFER_STEPS):
+            if tier is None:
+                raise InvalidScheduleError(f"{type(step).__name__}({names[v]!r}) without a transfer model", step=k)
+            if isinstance(step, Prefetch):
+                tier.prefetch(k, v, resident[v])
+                during = in_use + mem[v]
+                if during > peak:
+                    peak, peak_step = during, k
+                resident[v] = True
+                in_use = during
+            elif isinstance(step, Offload):
+                tier.offload(k, v, resident[v])
+            else:
+                tier.free_host(k, v)
             timeline[k] = in_use
         else:
             raise InvalidScheduleError(f"unknown step {step!r}", step=k)
@@ -128,6 +183,17 @@ def simulate(graph: Graph, schedule: Schedule | Sequence[Step]) -> SimulationRes
         raise InvalidScheduleError(f"graph output {missing[0]!r} is not resident at the end")
     computations = sum(computed)
     timeline.setflags(write=False)
+    if tier is None:
+        transfers: dict = {}
+    else:
+        total_cost = tier.makespan if tier.overlap else total_cost + tier.transfer_cost
+        transfers = {
+            "transfer_cost": tier.transfer_cost,
+            "offloads": tier.offloads,
+            "prefetches": tier.prefetches,
+            "host_peak": tier.host_peak,
+            "makespan": tier.makespan,
+        }
     return SimulationResult(
         peak=peak,
         peak_step=peak_step,
@@ -136,6 +202,7 @@ def simulate(graph: Graph, schedule: Schedule | Sequence[Step]) -> SimulationRes
         computations=computations,
         recomputations=computations - n,
         timeline=timeline,
+        **transfers,
     )
 
 
@@ -145,36 +212,48 @@ def tdi(graph: Graph, total_cost: float) -> float:
     return 0.0 if base == 0 else 100.0 * (total_cost - base) / base
 
 
-def eager_frees(graph: Graph, compute_sequence: Sequence[int] | np.ndarray) -> Schedule:
+def eager_frees(graph: Graph, compute_sequence: Sequence[int | Step] | np.ndarray) -> Schedule:
     """Free every value right after its last use before its next recomputation.
 
     The last computation of a graph output is kept to the end; a value nobody reads is freed
-    right after it is computed.
+    right after it is computed. Items are node indices (computes) or steps: ``Compute``, and the
+    transfers ``Offload`` (a device read), ``Prefetch`` (a producer, like a compute) and
+    ``FreeHost``, which are kept in place; host copies persist.
     """
-    sequence = [int(v) for v in compute_sequence]
+    sequence = [v if isinstance(v, (Compute, *TRANSFER_STEPS)) else Compute(int(v)) for v in compute_sequence]
     pred_ptr, pred_idx = graph.pred_ptr.tolist(), graph.pred_idx.tolist()
-    latest = [-1] * graph.n  # position of the live computation of each node
+    latest = [-1] * graph.n  # position of the live computation (or prefetch) of each node
     free_after = list(range(len(sequence)))  # an unused value goes right after its computation
-    for position, v in enumerate(sequence):
+    for position, step in enumerate(sequence):
+        v = step.node
         if not 0 <= v < graph.n:
             raise InvalidScheduleError(
                 f"compute sequence names node index {v} of a {graph.n}-node graph", step=position
             )
-        for u in pred_idx[pred_ptr[v] : pred_ptr[v + 1]]:
-            if latest[u] < 0:
+        if isinstance(step, Compute):
+            for u in pred_idx[pred_ptr[v] : pred_ptr[v + 1]]:
+                if latest[u] < 0:
+                    raise InvalidScheduleError(
+                        f"compute sequence computes {graph.names[v]!r} before its input {graph.names[u]!r}",
+                        step=position,
+                    )
+                free_after[latest[u]] = position
+        elif isinstance(step, Offload):
+            if latest[v] < 0:
                 raise InvalidScheduleError(
-                    f"compute sequence computes {graph.names[v]!r} before its input {graph.names[u]!r}", step=position
+                    f"compute sequence offloads {graph.names[v]!r} before computing it", step=position
                 )
-            free_after[latest[u]] = position
-        latest[v] = position
+            free_after[latest[v]] = position
+        if isinstance(step, (Compute, Prefetch)):
+            latest[v] = position
     kept = {latest[v] for v in graph.outputs.tolist() if latest[v] >= 0}
     frees: list[list[int]] = [[] for _ in sequence]
-    for position, v in enumerate(sequence):
-        if position not in kept:
-            frees[free_after[position]].append(v)
+    for position, step in enumerate(sequence):
+        if isinstance(step, (Compute, Prefetch)) and position not in kept:
+            frees[free_after[position]].append(step.node)
     steps: list[Step] = []
-    for position, v in enumerate(sequence):
-        steps.append(Compute(v))
+    for position, step in enumerate(sequence):
+        steps.append(step)
         steps.extend(Free(u) for u in sorted(frees[position]))
     return Schedule(tuple(steps))
 

@@ -557,7 +557,11 @@ def _schedule_dict() -> dict[str, Any]:
 
 BAD_SCHEDULES = [
     (_set(("steps", 1), ["compute", "zz"]), "step 1: unknown node 'zz'", 1),
-    (_set(("steps", 0), ["run", "f0"]), "step 0: unknown op 'run' (expected one of ['compute', 'free'])", 0),
+    (
+        _set(("steps", 0), ["run", "f0"]),
+        "step 0: unknown op 'run' (expected one of ['compute', 'free', 'free_host', 'offload', 'prefetch'])",
+        0,
+    ),
     (_set(("steps", 2), ["free"]), "step 2: expected [op, node name]", 2),
     (_set(("steps", 2), "free f0"), "step 2: expected [op, node name]", 2),
     (_set(("steps", 3), ["free", 0]), "step 3: unknown node 0", 3),

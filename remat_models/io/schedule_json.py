@@ -10,11 +10,17 @@ from remat_models.errors import InvalidScheduleError
 from remat_models.graph import Graph
 from remat_models.io._fields import as_list, as_mapping, as_str, check_header, require
 from remat_models.io.files import read_json, write_json_atomic
-from remat_models.schedule import Compute, Free, Schedule, Step
+from remat_models.schedule import Compute, Free, FreeHost, Offload, Prefetch, Schedule, Step
 
 SCHEDULE_FORMAT = "remat-schedule"
 SCHEDULE_VERSION = 1
-_OPS: dict[str, type[Compute] | type[Free]] = {"compute": Compute, "free": Free}
+_OPS: dict[str, type[Step]] = {
+    "compute": Compute,
+    "free": Free,
+    "offload": Offload,
+    "prefetch": Prefetch,
+    "free_host": FreeHost,
+}
 _OP_NAMES = {step_type: op for op, step_type in _OPS.items()}
 
 
@@ -75,7 +81,7 @@ def read_schedule(path: str | os.PathLike[str], graph: Graph) -> Schedule:
 
 
 def _step(entry: Any, k: int, graph: Graph) -> Step:
-    """Decode one ``[op, node name]`` entry as a Compute or Free step."""
+    """Decode one ``[op, node name]`` entry as a Compute, Free, Offload, Prefetch or FreeHost step."""
     if not (isinstance(entry, list) and len(entry) == 2):
         raise InvalidScheduleError(f"expected [op, node name], got {entry!r}", step=k)
     op, name = entry
