@@ -15,6 +15,10 @@ class GraphError(RematError):
     """A graph (or a file describing one) is malformed."""
 
 
+class OutputError(RematError):
+    """An output file cannot be written completely: missing folder, no permission, not a regular file, disk full."""
+
+
 class BudgetError(RematError):
     """A budget is unreadable (bad number or unit)."""
 

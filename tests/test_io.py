@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from remat_models.errors import ConfigurationError, GraphError, InvalidScheduleError
+from remat_models.errors import ConfigurationError, GraphError, InvalidScheduleError, OutputError
 from remat_models.graph import Graph, NodeKind
 from remat_models.io import (
     NodeLinkFlavour,
@@ -464,7 +464,7 @@ def test_read_graph_refuses_a_schedule_file(tmp_path: Path) -> None:
 
 def test_atomic_write_into_missing_folder_raises_and_leaves_nothing(tmp_path: Path) -> None:
     target = tmp_path / "absent" / "graph.json"
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(OutputError, match="does not exist"):
         write_json_atomic(target, {"a": 1})
     assert not (tmp_path / "absent").exists()
     assert not list(tmp_path.iterdir())
@@ -486,11 +486,11 @@ def test_atomic_write_keeps_the_old_file_when_serialising_fails(
     assert [p.name for p in tmp_path.iterdir()] == ["graph.json"]
 
 
-def test_atomic_write_cleans_up_when_the_final_rename_fails(tmp_path: Path) -> None:
+def test_atomic_write_refuses_a_folder_and_leaves_nothing(tmp_path: Path) -> None:
     (tmp_path / "taken").mkdir()
     (tmp_path / "taken" / "inside").write_text("keep")
-    with pytest.raises(OSError):
-        write_json_atomic(tmp_path / "taken", {"a": 1})  # a non-empty folder cannot be replaced by a file
+    with pytest.raises(OutputError, match="a folder, not a regular file"):
+        write_json_atomic(tmp_path / "taken", {"a": 1})
     assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"]
     assert (tmp_path / "taken" / "inside").read_text() == "keep"
 

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
-import secrets
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, Literal
 
 from remat_models.errors import ConfigurationError, GraphError
 from remat_models.graph import Graph
 from remat_models.io._fields import ErrorType
+from remat_models.io.atomic import write_text_atomic
 from remat_models.io.graph_json import GRAPH_FORMAT, graph_from_dict, graph_to_dict
 from remat_models.io.node_link import from_node_link, to_node_link
 
@@ -40,24 +38,12 @@ def dumps_json(data: Any) -> str:
 
 
 def write_json_atomic(path: str | os.PathLike[str], data: Any) -> None:
-    """Write ``data`` as JSON to ``path`` all at once: a temp file in the same folder, then ``os.replace``.
+    """Write ``data`` as JSON to ``path`` all at once (see ``remat_models.io.atomic``).
 
-    Serialisation happens before anything touches the disk; on any failure the temp file is removed
-    and an existing ``path`` is left as it was. A missing folder raises OSError.
+    Serialisation happens before anything touches the disk; on any failure an existing ``path`` is
+    left as it was. A missing folder or a target that is not a regular file raises OutputError.
     """
-    text = dumps_json(data)
-    target = Path(path)
-    temp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    try:
-        with open(temp, "x", encoding="utf-8") as handle:  # the umask sets the mode, as for any new file
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            temp.unlink()
-        raise
+    write_text_atomic(path, dumps_json(data))
 
 
 def read_graph(path: str | os.PathLike[str]) -> Graph:
