@@ -8,10 +8,14 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from remat_models.errors import GraphError
+
+if TYPE_CHECKING:
+    from remat_models.batch import BatchScaling
 
 
 class NodeKind(StrEnum):
@@ -329,6 +333,14 @@ class Graph:
 
     def __repr__(self) -> str:
         return f"Graph(name={self.name!r}, n={self.n}, m={self.m})"
+
+    batch_scaling: BatchScaling | None = None  # set by BatchScaling.attach (remat_models/batch.py)
+
+    def at_batch(self, batch: int) -> Graph:
+        """Return the graph with its memory at ``batch`` samples (needs ``batch_scaling``, remat_models/batch.py)."""
+        if self.batch_scaling is None:
+            raise GraphError(f"graph {self.name!r} has no batch scaling (BatchScaling.attach)")
+        return self.batch_scaling.apply(self, batch)
 
 
 def _name_index(names: Sequence[str]) -> dict[str, int]:
