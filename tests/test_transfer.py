@@ -134,3 +134,14 @@ def test_transfer_model_from_cli_options() -> None:
 def test_timeline_is_read_only_with_transfers() -> None:
     result = simulate(c1_graph(), PAGED, c1_transfer())
     assert isinstance(result.timeline, np.ndarray) and not result.timeline.flags.writeable
+
+
+def test_page_idle_values_pages_the_long_gap_of_c1() -> None:
+    from remat_models.heuristics.paging import page_idle_values
+
+    graph = c1_graph()
+    schedule = page_idle_values(graph, [A, B, C, D], min_gap=1)
+    assert schedule == eager_frees(graph, [A, Offload(A), B, C, Prefetch(A), D])
+    assert simulate(graph, schedule, c1_transfer()).peak == 9
+    assert page_idle_values(graph, [A, B, C, D], min_gap=2) == eager_frees(graph, [A, B, C, D])
+    assert page_idle_values(graph, [A, B, C, D], min_bytes=5) == eager_frees(graph, [A, B, C, D])

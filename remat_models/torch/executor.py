@@ -13,9 +13,21 @@ import torch
 from torch import fx
 
 from remat_models.errors import InvalidScheduleError
-from remat_models.schedule import Compute, Free, Schedule, SimulationResult, simulate
+from remat_models.schedule import (
+    TRANSFER_STEPS,
+    Compute,
+    Free,
+    FreeHost,
+    Offload,
+    Prefetch,
+    Schedule,
+    SimulationResult,
+    simulate,
+)
 from remat_models.torch.costs import time_op
+from remat_models.torch.host import host_bytes, move_value
 from remat_models.torch.mapping import Role, TorchGraph, size_model, tensors_of
+from remat_models.transfer import TransferModel
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +40,7 @@ class StepResult:
     grads: tuple[torch.Tensor | None, ...]
     buffer_updates: dict[str, torch.Tensor]
     timeline: np.ndarray = field(repr=False)  # live bytes above fixed memory at each step (-1 if not tracked)
+    host_peak: int = 0  # largest bytes held in the host dict (offloaded copies)
 
     @property
     def peak(self) -> int:
@@ -92,13 +105,29 @@ class Executor:
             if n.op == "get_attr"
         }
 
-    def check(self, schedule: Schedule) -> SimulationResult:
-        """Simulate ``schedule`` on the graph (raises InvalidScheduleError if it is not valid for it)."""
-        return simulate(self.tg.graph, schedule)
+    def check(self, schedule: Schedule, transfer: TransferModel | None = None) -> SimulationResult:
+        """Simulate ``schedule`` on the graph (raises InvalidScheduleError if it is not valid for it).
 
-    def run(self, schedule: Schedule, fixed: Sequence[torch.Tensor], *, track: bool = True) -> StepResult:
-        """Compute, free and recompute as ``schedule`` says; return the loss, gradients and live bytes."""
-        self.check(schedule)
+        Without ``transfer``, a schedule with Offload/Prefetch steps is checked under a unit-bandwidth
+        model with unlimited host memory (validity does not depend on transfer times).
+        """
+        if transfer is None and any(isinstance(step, TRANSFER_STEPS) for step in schedule.steps):
+            transfer = TransferModel(out_bw=1.0, in_bw=1.0)
+        return simulate(self.tg.graph, schedule, transfer)
+
+    def run(
+        self,
+        schedule: Schedule,
+        fixed: Sequence[torch.Tensor],
+        *,
+        track: bool = True,
+        transfer: TransferModel | None = None,
+    ) -> StepResult:
+        """Compute, free, recompute, offload and prefetch as ``schedule`` says; return loss, gradients, live bytes.
+
+        Offloaded values go to a host dict (CPU tensors; pinned, non-blocking copies from CUDA).
+        """
+        self.check(schedule, transfer)
         tg = self.tg
         if len(fixed) != len(self.placeholders):
             raise InvalidScheduleError(f"expected {len(self.placeholders)} fixed tensors, got {len(fixed)}")
@@ -106,7 +135,10 @@ class Executor:
         values.update(self.constants)
         env: dict[int, Any] = {}
         held: dict[int, list[int]] = {}
-        live = _Live(_device_of(fixed), exclude=fixed)
+        device = _device_of(fixed)
+        live = _Live(device, exclude=fixed)
+        host: dict[int, Any] = {}
+        host_in_use = host_peak = 0
         timeline = np.full(len(schedule), -1, dtype=np.int64)
         with torch.no_grad():
             for k, step in enumerate(schedule.steps):
@@ -124,11 +156,26 @@ class Executor:
                     if track:
                         live.remove(held.pop(v))
                         timeline[k] = live.total
+                elif isinstance(step, Prefetch):
+                    env[v] = move_value(host[v], device)
+                    if track:
+                        held[v] = live.add(env[v])
+                        timeline[k] = live.total
+                elif isinstance(step, Offload):
+                    host[v] = move_value(env[v], torch.device("cpu"))
+                    host_in_use += host_bytes(host[v])
+                    host_peak = max(host_peak, host_in_use)
+                    if track:
+                        timeline[k] = live.total
+                elif isinstance(step, FreeHost):
+                    host_in_use -= host_bytes(host.pop(v))
+                    if track:
+                        timeline[k] = live.total
             loss = self._value(tg.loss_node, values, env)
             grads = tuple(None if g is None else self._value(g, values, env) for g in tg.grad_nodes)
             updates = self._write_backs(values, env)
         timeline.setflags(write=False)
-        return StepResult(loss=loss, grads=grads, buffer_updates=updates, timeline=timeline)
+        return StepResult(loss=loss, grads=grads, buffer_updates=updates, timeline=timeline, host_peak=host_peak)
 
     def measure_times(self, fixed: Sequence[torch.Tensor], repeats: int = 3) -> dict[fx.Node, float]:
         """Median run time of every Graph node's op in the input order (RNG state restored afterwards)."""
