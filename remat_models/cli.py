@@ -20,6 +20,7 @@ from remat_models.graph import Graph
 from remat_models.io import GENERATORS, read_graph, read_schedule, write_graph, write_schedule
 from remat_models.planner import PlanResult, methods, plan
 from remat_models.schedule import input_order_peak, simulate
+from remat_models.transfer import parse_transfer
 
 app = typer.Typer(help="Tensor rematerialization planning.", no_args_is_help=True, add_completion=False)
 graph_app = typer.Typer(help="Inspect, convert and generate graphs.", no_args_is_help=True)
@@ -104,11 +105,19 @@ def simulate_command(
     graph_path: GraphPath,
     plan_path: Annotated[Path, typer.Argument(help="Schedule JSON written by `remat solve --out`.")],
     budget: Annotated[str | None, typer.Option("--budget", "-b", help="Also check against a budget.")] = None,
+    transfer: Annotated[
+        str | None,
+        typer.Option(
+            "--transfer",
+            help="Transfer model for Offload/Prefetch steps: out_bw=,in_bw= (or bw=) bytes per cost unit, "
+            "latency= (or out_latency=/in_latency=) cost units, host=64GiB, mode=serial|overlap.",
+        ),
+    ] = None,
 ) -> None:
-    """Simulate a schedule: peak memory, cost, TDI, recomputations."""
+    """Simulate a schedule: peak memory, cost, TDI, recomputations (and transfers with --transfer)."""
     graph = read_graph(graph_path)
     schedule = read_schedule(plan_path, graph)
-    result = simulate(graph, schedule)
+    result = simulate(graph, schedule, None if transfer is None else parse_transfer(transfer))
     reference = input_order_peak(graph)
     table = Table(title=f"{plan_path.name} on {graph_path.name}", show_header=False)
     table.add_row("steps", f"{len(schedule):,}")
@@ -116,6 +125,10 @@ def simulate_command(
     table.add_row("total cost", f"{result.total_cost:,.6g}")
     table.add_row("TDI", f"{result.tdi:.2f} %")
     table.add_row("recomputations", f"{result.recomputations:,}")
+    if transfer is not None:
+        moves = f"{result.offloads} offloads, {result.prefetches} prefetches"
+        table.add_row("transfer cost", f"{result.transfer_cost:,.6g} ({moves})")
+        table.add_row("host peak", f"{result.host_peak:,} B")
     console.print(table)
     if budget is not None:
         limit = _resolve_budget(graph, budget)

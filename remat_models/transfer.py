@@ -94,6 +94,17 @@ class TransferModel:
         )
 
 
+def parse_transfer(text: str) -> TransferModel:
+    """A TransferModel from ``"bw=2e9,latency=1e-5,host=64GiB,mode=overlap"`` (keys of ``from_options``)."""
+    options: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigurationError(f"transfer option {item!r} is not KEY=VALUE (in {text!r})")
+        options[key.strip()] = value.strip()
+    return TransferModel.from_options(options)
+
+
 class HostTier:
     """Host residency, host capacity, transfer cost and stream clocks while simulating one schedule.
 

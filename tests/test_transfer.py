@@ -145,3 +145,24 @@ def test_page_idle_values_pages_the_long_gap_of_c1() -> None:
     assert simulate(graph, schedule, c1_transfer()).peak == 9
     assert page_idle_values(graph, [A, B, C, D], min_gap=2) == eager_frees(graph, [A, B, C, D])
     assert page_idle_values(graph, [A, B, C, D], min_bytes=5) == eager_frees(graph, [A, B, C, D])
+
+
+def test_cli_simulate_takes_transfer_options(tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from remat_models.cli import app
+    from remat_models.io import write_graph, write_schedule
+
+    graph = c1_graph()
+    write_graph(graph, tmp_path / "c1.json")
+    write_schedule(tmp_path / "plan.json", Schedule.of(PAGED), graph)
+    args = ["simulate", str(tmp_path / "c1.json"), str(tmp_path / "plan.json"), "--budget", "9"]
+    run = CliRunner().invoke(app, [*args, "--transfer", "bw=2,host=4"], env={"COLUMNS": "200"})
+    assert run.exit_code == 0, run.output
+    assert "17" in run.output and "1 offloads, 1 prefetches" in run.output and "host peak" in run.output
+    run = CliRunner().invoke(app, [*args, "--transfer", "bw=2,host=3"])
+    assert isinstance(run.exception, InvalidScheduleError) and "over the host capacity 3" in str(run.exception)
+    run = CliRunner().invoke(app, args)
+    assert isinstance(run.exception, InvalidScheduleError) and "without a transfer model" in str(run.exception)
+    run = CliRunner().invoke(app, [*args, "--transfer", "fast"])
+    assert isinstance(run.exception, ConfigurationError) and "'fast' is not KEY=VALUE" in str(run.exception)
