@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from remat_models.errors import GraphError
+from remat_models.impls import Impl, ImplsArg, ImplTable, build_impl_table, impl_lower_bound
 
 if TYPE_CHECKING:
     from remat_models.batch import BatchScaling
@@ -68,6 +69,7 @@ class Graph:
         fixed_mem: int = 0,
         order: Sequence[str] | None = None,
         name: str = "",
+        impls: ImplsArg = None,
     ) -> None:
         names = [node.name for node in nodes]
         index = _name_index(names)
@@ -91,6 +93,7 @@ class Graph:
             fixed_mem=fixed_mem,
             order=None if order is None else [lookup(o, "order") for o in order],
             name=name,
+            impls=impls,
         )
 
     @classmethod
@@ -108,6 +111,7 @@ class Graph:
         fixed_mem: int = 0,
         order: Sequence[int] | np.ndarray | None = None,
         name: str = "",
+        impls: ImplsArg = None,
     ) -> Graph:
         """Build from index-based arrays (the fast path for generators and readers)."""
         n = len(names)
@@ -146,6 +150,7 @@ class Graph:
         fixed_mem: int,
         order: list[int] | None,
         name: str,
+        impls: ImplsArg = None,
     ) -> None:
         n = len(names)
         if n == 0:
@@ -170,6 +175,7 @@ class Graph:
         position[self.order] = np.arange(n)
         self.position = _readonly(position)
         self.outputs = _readonly(self._resolve_outputs(outputs))
+        self.impl_table: ImplTable | None = build_impl_table(self, impls)  # see remat_models/impls.py
 
     # --- validation -------------------------------------------------------------------------
 
@@ -292,6 +298,27 @@ class Graph:
         return [(self.names[u], self.names[v]) for u, v in self.edges.tolist()]
 
     @property
+    def impls(self) -> tuple[tuple[Impl, ...], ...] | None:
+        """Per-node implementations (impl 0 is the default; aux nodes have none), or None."""
+        return None if self.impl_table is None else self.impl_table.impls
+
+    @property
+    def aux_of(self) -> np.ndarray:
+        """The producer of each aux node, -1 for ordinary nodes."""
+        return np.full(self.n, -1, dtype=np.int64) if self.impl_table is None else self.impl_table.aux_of
+
+    @property
+    def n_aux(self) -> int:
+        """Number of aux nodes (values produced alongside another node by some implementation)."""
+        return 0 if self.impl_table is None else self.impl_table.n_aux
+
+    def default_view(self) -> Graph:
+        """Return the graph with impl 0 everywhere and aux nodes dropped (itself when it has no implementations)."""
+        from remat_models.impls import default_view
+
+        return default_view(self)
+
+    @property
     def total_cost(self) -> float:
         """Cost of computing every node exactly once."""
         return float(self.cost.sum())
@@ -299,6 +326,8 @@ class Graph:
     @cached_property
     def lower_bound(self) -> int:
         """No schedule fits below this: fixed + inputs + output + workspace of the largest step."""
+        if self.impl_table is not None:
+            return impl_lower_bound(self)  # the cheapest implementation of each node
         input_bytes = np.zeros(self.n, dtype=np.int64)
         np.add.at(input_bytes, self.edges[:, 1], self.mem[self.edges[:, 0]])
         return int(self.fixed_mem + (input_bytes + self.mem + self.workspace).max())
@@ -321,6 +350,8 @@ class Graph:
         ):
             digest.update(np.ascontiguousarray(array).tobytes())
         digest.update(str(self.fixed_mem).encode())
+        if self.impl_table is not None:
+            digest.update(self.impl_table.digest())
         return digest.hexdigest()
 
     def __eq__(self, other: object) -> bool:

@@ -7,16 +7,21 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from remat_models.errors import InvalidScheduleError
+from remat_models.errors import InputTypeError, InvalidScheduleError
 from remat_models.graph import Graph
+from remat_models.impls import simulate_compute, step_impl
 from remat_models.transfer import HostTier, TransferModel
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class Compute:
-    """Run node ``node`` (an index) and keep its output resident."""
+    """Run node ``node`` (an index) with implementation ``impl`` (0: the default) and keep its output resident."""
 
     node: int
+    impl: int = 0
+
+    def __repr__(self) -> str:
+        return f"Compute(node={self.node!r})" if self.impl == 0 else f"Compute(node={self.node!r}, impl={self.impl!r})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +117,7 @@ def simulate(
 
     Offload/Prefetch/FreeHost steps need a ``transfer`` model (see ``remat_models.transfer``).
     """
-    steps = schedule.steps if isinstance(schedule, Schedule) else tuple(schedule)
+    steps = _checked_steps(graph, schedule)
     mem = graph.mem.tolist()
     workspace = graph.workspace.tolist()
     cost = graph.cost.tolist()
@@ -126,30 +131,36 @@ def simulate(
     in_use = graph.fixed_mem
     peak, peak_step, total_cost = -1, -1, 0.0
     tier = None if transfer is None else HostTier(mem, names, transfer)
+    with_impls = graph.impl_table is not None
+    aux = graph.aux_of.tolist()
     for k, step in enumerate(steps):
         v = step.node
         if not (isinstance(v, (int, np.integer)) and 0 <= v < n):
             raise InvalidScheduleError(f"{step!r} refers to no node of a {n}-node graph", step=k)
         if isinstance(step, Compute):
-            if resident[v]:
-                raise InvalidScheduleError(f"computes {names[v]!r} while its output is already resident", step=k)
-            if computed[v] and not recomputable[v]:
-                raise InvalidScheduleError(f"recomputes non-recomputable node {names[v]!r}", step=k)
-            for u in pred_idx[pred_ptr[v] : pred_ptr[v + 1]]:
-                if not resident[u]:
-                    raise InvalidScheduleError(
-                        f"computes {names[v]!r} but its input {names[u]!r} is not resident", step=k
-                    )
-            during = in_use + mem[v] + workspace[v]
+            if with_impls or step.impl:  # see remat_models/impls.py
+                reads, during, in_use, step_cost = simulate_compute(graph, v, step.impl, k, resident, computed, in_use)
+            else:
+                if resident[v]:
+                    raise InvalidScheduleError(f"computes {names[v]!r} while its output is already resident", step=k)
+                if computed[v] and not recomputable[v]:
+                    raise InvalidScheduleError(f"recomputes non-recomputable node {names[v]!r}", step=k)
+                reads = pred_idx[pred_ptr[v] : pred_ptr[v + 1]]
+                for u in reads:
+                    if not resident[u]:
+                        raise InvalidScheduleError(
+                            f"computes {names[v]!r} but its input {names[u]!r} is not resident", step=k
+                        )
+                during, step_cost = in_use + mem[v] + workspace[v], cost[v]
+                resident[v] = True
+                in_use += mem[v]
+                computed[v] += 1
             timeline[k] = during
             if during > peak:
                 peak, peak_step = during, k
-            resident[v] = True
-            in_use += mem[v]
-            computed[v] += 1
-            total_cost += cost[v]
+            total_cost += step_cost
             if tier is not None:
-                tier.compute(pred_idx[pred_ptr[v] : pred_ptr[v + 1]], cost[v])
+                tier.compute(reads, step_cost)
         elif isinstance(step, Free):
             if not resident[v]:
                 raise InvalidScheduleError(f"frees {names[v]!r}, which is not resident", step=k)
@@ -175,7 +186,7 @@ def simulate(
             timeline[k] = in_use
         else:
             raise InvalidScheduleError(f"unknown step {step!r}", step=k)
-    never = [names[v] for v in range(n) if not computed[v]]
+    never = [names[v] for v in range(n) if not computed[v] and aux[v] < 0]
     if never:
         raise InvalidScheduleError(f"node {never[0]!r} is never computed ({len(never)} nodes in all)")
     missing = [names[v] for v in graph.outputs.tolist() if not resident[v]]
@@ -200,7 +211,7 @@ def simulate(
         total_cost=total_cost,
         tdi=tdi(graph, total_cost),
         computations=computations,
-        recomputations=computations - n,
+        recomputations=computations - (n - graph.n_aux),
         timeline=timeline,
         **transfers,
     )
@@ -218,44 +229,70 @@ def eager_frees(graph: Graph, compute_sequence: Sequence[int | Step] | np.ndarra
     The last computation of a graph output is kept to the end; a value nobody reads is freed
     right after it is computed. Items are node indices (computes) or steps: ``Compute``, and the
     transfers ``Offload`` (a device read), ``Prefetch`` (a producer, like a compute) and
-    ``FreeHost``, which are kept in place; host copies persist.
+    ``FreeHost``, which are kept in place; host copies persist. A ``(node, impl)`` pair is
+    ``Compute(node, impl)``: its reads come from that implementation, an in-place step consumes
+    its target (no Free; reading that instance later is an error) and aux values are produced
+    with their producer.
     """
-    sequence = [v if isinstance(v, (Compute, *TRANSFER_STEPS)) else Compute(int(v)) for v in compute_sequence]
+    sequence = [_as_step(v) for v in compute_sequence]
     pred_ptr, pred_idx = graph.pred_ptr.tolist(), graph.pred_idx.tolist()
+    with_impls = graph.impl_table is not None
     latest = [-1] * graph.n  # position of the live computation (or prefetch) of each node
-    free_after = list(range(len(sequence)))  # an unused value goes right after its computation
+    consumed = [False] * graph.n  # the live instance was consumed by an in-place step
+    free_after: dict[tuple[int, int], int] = {}  # (producing position, node) -> position of its last use
     for position, step in enumerate(sequence):
         v = step.node
         if not 0 <= v < graph.n:
             raise InvalidScheduleError(
                 f"compute sequence names node index {v} of a {graph.n}-node graph", step=position
             )
+        produced: tuple[int, ...] = (v,)
         if isinstance(step, Compute):
-            for u in pred_idx[pred_ptr[v] : pred_ptr[v + 1]]:
+            if with_impls or step.impl:
+                s = step_impl(graph, v, step.impl, position)
+                reads, inplace, produced = s.reads, s.inplace, (v, *s.aux)
+            else:
+                reads, inplace = pred_idx[pred_ptr[v] : pred_ptr[v + 1]], -1
+            for u in reads:
                 if latest[u] < 0:
+                    what = "after an in-place step consumed" if consumed[u] else "before"
                     raise InvalidScheduleError(
-                        f"compute sequence computes {graph.names[v]!r} before its input {graph.names[u]!r}",
+                        f"compute sequence computes {graph.names[v]!r} {what} its input {graph.names[u]!r}",
                         step=position,
                     )
-                free_after[latest[u]] = position
+                free_after[(latest[u], u)] = position
+            if inplace >= 0:  # the target's buffer becomes v's: no Free for that instance
+                del free_after[(latest[inplace], inplace)]
+                latest[inplace], consumed[inplace] = -1, True
         elif isinstance(step, Offload):
             if latest[v] < 0:
                 raise InvalidScheduleError(
                     f"compute sequence offloads {graph.names[v]!r} before computing it", step=position
                 )
-            free_after[latest[v]] = position
+            free_after[(latest[v], v)] = position
         if isinstance(step, (Compute, Prefetch)):
-            latest[v] = position
-    kept = {latest[v] for v in graph.outputs.tolist() if latest[v] >= 0}
+            for w in produced:
+                latest[w], consumed[w] = position, False
+                free_after[(position, w)] = position
+    kept = {(latest[v], v) for v in graph.outputs.tolist() if latest[v] >= 0}
     frees: list[list[int]] = [[] for _ in sequence]
-    for position, step in enumerate(sequence):
-        if isinstance(step, (Compute, Prefetch)) and position not in kept:
-            frees[free_after[position]].append(step.node)
+    for instance, position in free_after.items():
+        if instance not in kept:
+            frees[position].append(instance[1])
     steps: list[Step] = []
     for position, step in enumerate(sequence):
         steps.append(step)
         steps.extend(Free(u) for u in sorted(frees[position]))
     return Schedule(tuple(steps))
+
+
+def _as_step(item: int | Step | tuple[int, int]) -> Step:
+    """A compute-sequence item as a step: a node index, a ``(node, impl)`` pair, or a step."""
+    if isinstance(item, (Compute, *TRANSFER_STEPS)):
+        return item
+    if isinstance(item, tuple):
+        return Compute(int(item[0]), int(item[1]))
+    return Compute(int(item))
 
 
 def input_order_schedule(graph: Graph) -> Schedule:
@@ -266,3 +303,18 @@ def input_order_schedule(graph: Graph) -> Schedule:
 def input_order_peak(graph: Graph) -> int:
     """Peak memory of the input order with eager frees: the reference for fractional budgets."""
     return simulate(graph, input_order_schedule(graph)).peak
+
+
+def _checked_steps(graph: object, schedule: object) -> tuple[Step, ...]:
+    """The steps of ``schedule`` for :func:`simulate`; wrong argument types raise InputTypeError naming them."""
+    if not isinstance(graph, Graph):
+        raise InputTypeError(f"simulate() takes a Graph first, got {type(graph).__name__}")
+    if isinstance(schedule, Schedule):
+        return schedule.steps
+    if isinstance(schedule, (str, bytes)) or not isinstance(schedule, Iterable):
+        raise InputTypeError(f"simulate() takes a Schedule or a list of steps, got {type(schedule).__name__}")
+    steps = tuple(schedule)
+    for k, step in enumerate(steps):
+        if not isinstance(step, Step):
+            raise InputTypeError(f"step {k} is {step!r}, not a step (Compute(node), Free(node), ...)")
+    return steps

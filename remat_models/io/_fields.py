@@ -167,8 +167,9 @@ class NodeColumns:
         order: Sequence[int] | None = None,
         fixed_mem: int = 0,
         name: str = "",
+        impls: Any = None,
     ) -> Graph:
-        """Build the Graph (which validates the rest: cycles, duplicate edges, order, sizes)."""
+        """Build the Graph (which validates the rest: cycles, duplicate edges, order, sizes, implementations)."""
         return Graph.from_arrays(
             self.names,
             self.cost,
@@ -181,4 +182,5 @@ class NodeColumns:
             order=order,
             fixed_mem=fixed_mem,
             name=name,
+            impls=impls,
         )

@@ -21,6 +21,7 @@ from remat_models.io._fields import (
     lookup,
     require,
 )
+from remat_models.io.impls_json import add_impl_fields, check_aux_of, read_impl_fields
 
 GRAPH_FORMAT = "remat-graph"
 GRAPH_VERSION = 1
@@ -29,12 +30,14 @@ GRAPH_VERSION = 1
 def graph_to_dict(graph: Graph) -> dict[str, Any]:
     """Convert every field of ``graph`` to JSON-ready data (names for nodes, exact ints for bytes)."""
     names = graph.names
+    nodes = node_records(graph, "name")
+    add_impl_fields(graph, nodes)
     return {
         "format": GRAPH_FORMAT,
         "version": GRAPH_VERSION,
         "name": graph.name,
         "fixed_mem": graph.fixed_mem,
-        "nodes": node_records(graph, "name"),
+        "nodes": nodes,
         "edges": [[names[u], names[v]] for u, v in graph.edges.tolist()],
         "outputs": [names[v] for v in graph.outputs.tolist()],
         "order": [names[v] for v in graph.order.tolist()],
@@ -80,13 +83,17 @@ def graph_from_dict(data: Any) -> Graph:
         )
     index = key_index(columns.keys, "name")
     edges = as_list(require(data, "edges", GRAPH_FORMAT), "edges")
-    return columns.to_graph(
+    impls, aux_of = read_impl_fields(nodes, index)
+    graph = columns.to_graph(
         [_edge(edge, j, index) for j, edge in enumerate(edges)],
         outputs=_node_list(data, "outputs", index),
         order=_node_list(data, "order", index),
         fixed_mem=fixed_mem,
         name=graph_name,
+        impls=impls,
     )
+    check_aux_of(graph, aux_of)
+    return graph
 
 
 def _edge(edge: Any, j: int, index: Mapping[str, int]) -> tuple[int, int]:

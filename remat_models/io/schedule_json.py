@@ -32,7 +32,10 @@ def schedule_to_dict(schedule: Schedule, graph: Graph, metadata: Mapping[str, An
         op = _OP_NAMES.get(type(step))
         if op is None or not 0 <= step.node < graph.n:
             raise InvalidScheduleError(f"{step!r} is not a step on a node of {graph!r}", step=k)
-        steps.append([op, names[step.node]])
+        entry = [op, names[step.node]]
+        if isinstance(step, Compute) and step.impl:
+            entry.append(impl_name(graph, step, k))
+        steps.append(entry)
     return {
         "format": SCHEDULE_FORMAT,
         "version": SCHEDULE_VERSION,
@@ -81,9 +84,15 @@ def read_schedule(path: str | os.PathLike[str], graph: Graph) -> Schedule:
 
 
 def _step(entry: Any, k: int, graph: Graph) -> Step:
-    """Decode one ``[op, node name]`` entry as a Compute, Free, Offload, Prefetch or FreeHost step."""
+    """Decode one ``[op, node name]`` entry as a Compute, Free, Offload, Prefetch or FreeHost step.
+
+    A compute may name its implementation: ``["compute", node name, impl name]`` (missing: impl 0).
+    """
+    if isinstance(entry, list) and len(entry) == 3 and entry[0] == "compute":
+        node = _step(entry[:2], k, graph).node
+        return Compute(node, impl_index(graph, node, entry[2], k))
     if not (isinstance(entry, list) and len(entry) == 2):
-        raise InvalidScheduleError(f"expected [op, node name], got {entry!r}", step=k)
+        raise InvalidScheduleError(f"expected [op, node name] or [\"compute\", node, impl], got {entry!r}", step=k)
     op, name = entry
     step_type = _OPS.get(op) if isinstance(op, str) else None
     if step_type is None:
@@ -92,3 +101,19 @@ def _step(entry: Any, k: int, graph: Graph) -> Step:
     if index is None:
         raise InvalidScheduleError(f"unknown node {name!r} in graph {graph.name!r}", step=k)
     return step_type(index)
+
+
+def impl_name(graph: Graph, step: Compute, k: int) -> str:
+    """The name of the implementation a Compute step runs (InvalidScheduleError if there is none)."""
+    impls = graph.impls
+    if impls is None or not 0 <= step.impl < len(impls[step.node]):
+        raise InvalidScheduleError(f"{step!r}: {graph.names[step.node]!r} has no implementation {step.impl}", step=k)
+    return impls[step.node][step.impl].name
+
+
+def impl_index(graph: Graph, node: int, name: Any, k: int) -> int:
+    """The index of ``node``'s implementation called ``name`` (InvalidScheduleError if there is none)."""
+    for index, impl in enumerate(graph.impls[node] if graph.impls is not None else ()):
+        if impl.name == name:
+            return index
+    raise InvalidScheduleError(f"node {graph.names[node]!r} has no implementation {name!r}", step=k)
