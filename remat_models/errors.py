@@ -11,6 +11,10 @@ class ConfigurationError(RematError):
     """An unknown method, backend, format or option name, or an option value out of range."""
 
 
+class InputTypeError(RematError, TypeError):
+    """An argument of the wrong type (a string where a Graph or a byte count is expected); names the value."""
+
+
 class GraphError(RematError):
     """A graph (or a file describing one) is malformed."""
 

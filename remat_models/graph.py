@@ -14,6 +14,7 @@ import numpy as np
 
 from remat_models.errors import GraphError
 from remat_models.impls import Impl, ImplsArg, ImplTable, build_impl_table, impl_lower_bound
+from remat_models.limits import MAX_BYTES
 
 if TYPE_CHECKING:
     from remat_models.batch import BatchScaling
@@ -116,7 +117,9 @@ class Graph:
         """Build from index-based arrays (the fast path for generators and readers)."""
         n = len(names)
         graph = cls.__new__(cls)
-        edge_array = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
+        edge_array = _index_array(edges, "edge").reshape(-1, 2)
+        _check_length(kind, n, "kind")
+        _check_length(recomputable, n, "recomputable")
         bad = (edge_array < 0) | (edge_array >= n)
         if bad.any():
             row = int(np.flatnonzero(bad.any(axis=1))[0])
@@ -129,9 +132,9 @@ class Graph:
             kind=[NodeKind.FORWARD] * n if kind is None else [NodeKind(k) for k in kind],
             recomputable=np.ones(n, dtype=bool) if recomputable is None else np.asarray(recomputable, dtype=bool),
             edges=edge_array,
-            outputs=None if outputs is None else list(np.asarray(outputs, dtype=np.int64)),
+            outputs=None if outputs is None else list(_index_array(outputs, "output")),
             fixed_mem=fixed_mem,
-            order=None if order is None else list(np.asarray(order, dtype=np.int64)),
+            order=None if order is None else list(_index_array(order, "order")),
             name=name,
         )
         return graph
@@ -166,6 +169,7 @@ class Graph:
         if not isinstance(fixed_mem, (int, np.integer)) or fixed_mem < 0:
             raise GraphError(f"fixed memory must be a non-negative integer of bytes, got {fixed_mem!r}")
         self.fixed_mem = int(fixed_mem)
+        _check_total(self)
         self.edges = _readonly(edges)
         self._check_edges()
         self.pred_ptr, self.pred_idx = _csr(edges[:, 1], edges[:, 0], n)
@@ -197,6 +201,9 @@ class Graph:
                 return given
             return self._topological_sort()
         order_array = np.asarray(order, dtype=np.int64)
+        outside = order_array[(order_array < 0) | (order_array >= self.n)]
+        if outside.size:
+            raise GraphError(f"order names node index {outside[0]}, which is not in 0..{self.n - 1}")
         if order_array.size != self.n or np.unique(order_array).size != self.n:
             seen = np.bincount(order_array[(order_array >= 0) & (order_array < self.n)], minlength=self.n)
             missing = [self.names[i] for i in np.flatnonzero(seen == 0)[:3]]
@@ -399,11 +406,49 @@ def _check_bytes(values: np.ndarray, names: tuple[str, ...], field: str) -> np.n
     values = np.asarray(values).reshape(-1)
     if values.size != len(names):
         raise GraphError(f"{field} has {values.size} entries for {len(names)} nodes")
+    if values.dtype == object or values.dtype.kind not in "biuf":
+        raise GraphError(f"{field} must hold numbers of bytes, got {values.dtype} values")
     as_float = values.astype(np.float64)
-    bad = np.flatnonzero(~np.isfinite(as_float) | (as_float < 0) | (as_float != np.round(as_float)))
+    too_big = (as_float > MAX_BYTES) if values.dtype.kind == "f" else (values > MAX_BYTES)
+    bad = np.flatnonzero(~np.isfinite(as_float) | (as_float < 0) | (as_float != np.round(as_float)) | too_big)
     if bad.size:
         raise GraphError(
             f"node {names[bad[0]]!r} has invalid {field} {values[bad[0]].item()!r} "
-            "(must be a whole number of bytes >= 0)"
+            f"(must be a whole number of bytes in [0, {MAX_BYTES}])"
         )
     return values.astype(np.int64)
+
+
+def _check_total(graph: Graph) -> None:
+    """Every peak is at most fixed + all outputs + the largest workspace: keep that below MAX_BYTES (exact sums)."""
+    total = graph.fixed_mem + sum(graph.mem.tolist()) + max(graph.workspace.tolist())
+    if total > MAX_BYTES:
+        raise GraphError(
+            f"graph {graph.name!r}: fixed memory + all outputs + the largest workspace is {total:,} B, "
+            f"above the {MAX_BYTES:,} B (2**62 - 1) this library takes"
+        )
+
+
+def _index_array(values: object, what: str) -> np.ndarray:
+    """Node indices as int64; fractional, non-numeric or out-of-int64 entries raise GraphError naming one."""
+    try:
+        array = np.asarray(values)
+    except ValueError as exc:  # ragged nesting
+        raise GraphError(f"{what} indices are not a regular array: {exc}") from None
+    if array.size == 0:
+        return array.astype(np.int64)
+    if array.dtype.kind in "iu":
+        if array.dtype.kind == "u" and (array > np.iinfo(np.int64).max).any():
+            raise GraphError(f"{what} index {array.max()} is out of range")
+        return array.astype(np.int64)
+    if array.dtype.kind == "f":
+        bad = np.flatnonzero((array != np.round(array)) | ~np.isfinite(array))
+        if bad.size:
+            raise GraphError(f"{what} index {array.reshape(-1)[bad[0]].item()!r} is not a whole number")
+        return array.astype(np.int64)
+    raise GraphError(f"{what} indices must be whole numbers, got {array.reshape(-1)[0]!r}")
+
+
+def _check_length(values: object, n: int, what: str) -> None:
+    if values is not None and len(values) != n:  # type: ignore[arg-type]
+        raise GraphError(f"{what} has {len(values)} entries for {n} nodes")  # type: ignore[arg-type]

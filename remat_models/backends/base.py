@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import math
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -11,7 +12,8 @@ from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
-from remat_models.errors import UnsupportedConstructError
+from remat_models.errors import ConfigurationError, UnsupportedConstructError
+from remat_models.limits import check_count, check_time_limit
 from remat_models.model import Model, SolveResult, SolveStatus
 from remat_models.model.lowering import ORDER, LoweredModel, effective_native, estimate, lower
 
@@ -31,6 +33,12 @@ class SolveLimits:
     max_variables: int | None = 50_000_000
     max_nonzeros: int | None = 200_000_000
     log: bool = False  # keep the solver's log in SolveResult.log
+
+    def __post_init__(self) -> None:
+        check_time_limit(self.time_limit)
+        check_count(self.workers, "workers")
+        if self.mip_gap is not None and not (isinstance(self.mip_gap, (int, float)) and 0 <= self.mip_gap < math.inf):
+            raise ConfigurationError(f"mip_gap must be a finite number >= 0, got {self.mip_gap!r}")
 
 
 class Backend(Protocol):

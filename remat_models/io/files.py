@@ -30,6 +30,8 @@ def read_json(path: str | os.PathLike[str], error: ErrorType = GraphError) -> An
         raise error(f"{path}: cannot read: {exc.strerror or exc}") from exc
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise error(f"{path}: invalid JSON: {exc}") from exc
+    except RecursionError:
+        raise error(f"{path}: invalid JSON: nested too deeply for this reader") from None
 
 
 def dumps_json(data: Any) -> str:

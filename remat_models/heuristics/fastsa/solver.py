@@ -15,6 +15,7 @@ from remat_models.graph import Graph
 from remat_models.heuristics.fastsa import _kernels as ann
 from remat_models.heuristics.fastsa.grouping import Units, group_nodes, plain_units
 from remat_models.heuristics.fastsa.state import SAState, decode
+from remat_models.limits import check_time_limit
 from remat_models.schedule import Schedule, SimulationResult, eager_frees, input_order_peak, simulate
 
 logger = logging.getLogger(__name__)
@@ -334,9 +335,9 @@ def fastsa(
     n1, n2 = PAPER_ITERATIONS if iterations is None else iterations
     if n1 < 0 or n2 < 0:
         raise ConfigurationError(f"FastSA iterations must be >= 0, got {(n1, n2)}")
+    limit = math.inf if time_limit is None else check_time_limit(time_limit, "FastSA time limit")
     compile_time = warmup()
     started = time.perf_counter()
-    limit = math.inf if time_limit is None else float(time_limit)
     trajectory: list[TrajectoryPoint] = []
     units, sequence = _stage_one_units(graph, budget, opts)
     runs = []
