@@ -1,0 +1,117 @@
+"""Maximum batch size (remat_models/maxbatch.py): spec D B1-B4, heuristic baselines; every result re-simulated."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from remat_models.batch import BatchScaling, cost_cap, within_cap
+from remat_models.errors import ConfigurationError
+from remat_models.graph import Graph, NodeKind
+from remat_models.io.generators import linear_chain
+from remat_models.maxbatch import MaxBatchResult, max_batch
+from remat_models.schedule import simulate
+
+
+def chain(n: int, fixed: int = 0) -> Graph:
+    """Checkmate's unit chain with 1 byte per sample per value (spec D B1-B3)."""
+    graph = linear_chain(n)
+    return BatchScaling.proportional(graph, 1, fixed=fixed).attach(graph)
+
+
+def affine_chain() -> Graph:
+    """Spec D B4: chain n=3, the loss a constant 6 bytes, every other value 1 byte per sample."""
+    graph = linear_chain(3)
+    slope = np.ones(graph.n, dtype=np.int64)
+    slope[graph.index["loss"]] = 0
+    zeros = np.zeros(graph.n, dtype=np.int64)
+    return BatchScaling(slope, np.where(slope == 0, 6, 0), zeros, zeros).attach(graph)
+
+
+def checked(graph: Graph, result: MaxBatchResult) -> MaxBatchResult:
+    """Re-simulate the result's schedule at its batch: peak <= memory and cost <= cap."""
+    assert result.batch >= 1 and result.schedule is not None
+    sim = simulate(graph.at_batch(result.batch), result.schedule)
+    assert sim.peak == result.peak <= result.memory
+    assert within_cap(sim.total_cost, result.cap) and sim.total_cost == result.total_cost
+    if result.upper_bound is not None:
+        assert result.batch <= result.upper_bound <= result.upper_limit
+    assert result.lower_limit <= result.upper_limit
+    return result
+
+
+@pytest.mark.parametrize(
+    ("n", "memory", "fixed", "cap", "expected", "checkpoint_all"),
+    [
+        (3, 30, 0, None, 10, 6),  # B1
+        (4, 24, 0, None, 6, 4),  # B2: the cap binds
+        (4, 24, 0, 1e9, 8, 4),  # B2 without cap
+        (4, 31, 7, None, 6, 4),  # B2 with fixed_const 7
+    ],
+)
+def test_checkmate_bisection_spec_cases(n, memory, fixed, cap, expected, checkpoint_all) -> None:
+    graph = chain(n, fixed)
+    found = max_batch(graph, memory, formulation="checkmate", backend="highs", method="bisection", cap=cap)
+    result = checked(graph, found)
+    assert (result.batch, result.upper_bound, result.status) == (expected, expected, "optimal")
+    assert result.lower_limit == checkpoint_all
+    assert result.per_sample_peak is not None and result.per_sample_peak * expected + fixed <= memory
+
+
+@pytest.mark.parametrize(("memory", "expected"), [(20, 6), (21, 7), (24, 8)])
+def test_affine_memory_by_bisection(memory, expected) -> None:
+    """Spec D B4: 'auto' falls back to bisection when memory has a constant part."""
+    graph = affine_chain()
+    result = checked(graph, max_batch(graph, memory, formulation="checkmate"))
+    assert result.method == "bisection"
+    assert (result.batch, result.status) == (expected, "optimal")
+
+
+def test_heuristic_baselines_are_bounded_by_the_exact_batch() -> None:
+    graph = chain(4)
+    exact = max_batch(graph, 24, formulation="checkmate", method="bisection").batch
+    batches = {}
+    for name in ("checkpoint-all", "chen-sqrtn", "chen-greedy", "griewank"):
+        result = checked(graph, max_batch(graph, 24, heuristic=name))
+        assert result.upper_bound is None and result.status == "feasible"
+        batches[name] = result.batch
+    assert batches["checkpoint-all"] == 4
+    assert all(batches["checkpoint-all"] <= b <= exact for b in batches.values())
+    assert batches["griewank"] == exact == 6
+
+
+def test_fastsa_baseline_under_a_time_limit() -> None:
+    graph = chain(4)
+    result = checked(
+        graph, max_batch(graph, 24, heuristic="fastsa", time_limit=3, options={"iterations": (2000, 200)})
+    )
+    assert 4 <= result.batch <= 6
+    assert result.probes and all(p.wall_time >= 0 for p in result.probes)
+
+
+def test_cap_convention_changes_the_answer_for_heuristics() -> None:
+    """Spec D B3 with Griewank's revolve: 20 under cap 25 (the loss not counted as forward)."""
+    graph = chain(8)
+    assert cost_cap(graph) == 25
+    result = checked(graph, max_batch(graph, 100, heuristic="griewank"))
+    assert result.batch == 20
+    loose = checked(graph, max_batch(graph, 100, heuristic="griewank", cap_kinds=(NodeKind.FORWARD, NodeKind.LOSS)))
+    assert loose.batch >= 20
+
+
+def test_bad_requests_are_typed_errors() -> None:
+    graph = chain(3)
+    with pytest.raises(ConfigurationError, match="no batch scaling"):
+        max_batch(linear_chain(3), 30, heuristic="checkpoint-all")
+    with pytest.raises(ConfigurationError, match="unknown max-batch method"):
+        max_batch(graph, 30, method="guess")
+    with pytest.raises(ConfigurationError, match="unknown heuristic"):
+        max_batch(graph, 30, heuristic="nope")
+    with pytest.raises(ConfigurationError, match="cap factor"):
+        max_batch(graph, 30, heuristic="checkpoint-all", cap_factor=0.5)
+
+
+def test_nothing_fits_is_reported_infeasible() -> None:
+    graph = chain(3)
+    result = max_batch(graph, 2, formulation="checkmate", method="bisection")  # lower bound at B=1 is 3 bytes
+    assert (result.batch, result.status, result.schedule) == (0, "infeasible", None)
