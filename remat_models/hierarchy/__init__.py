@@ -1,0 +1,1 @@
+"""HiREmate: layers, H-Partition, cluster options and the hierarchical solver (docs/hilp.md)."""
