@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -12,8 +12,10 @@ from typing import Any
 from remat_models.backends import SolveLimits, SolveStatus
 from remat_models.budget import check_budget
 from remat_models.errors import ConfigurationError
+from remat_models.formulations import Extension, SolveOutcome, formulation_names
 from remat_models.graph import Graph
-from remat_models.heuristics.baselines import BASELINES
+from remat_models.heuristics.registry import HEURISTICS, run_heuristic
+from remat_models.optimize import approximate, solve_model
 from remat_models.schedule import Schedule, SimulationResult, input_order_peak, simulate
 
 log = logging.getLogger(__name__)
@@ -28,9 +30,6 @@ class PlanStatus(StrEnum):
     OVER_BUDGET = "over_budget"
     INFEASIBLE = "infeasible"  # the solver proved that the model has no solution
     NO_SCHEDULE = "no_schedule"  # no solution within the limits (or a solver error)
-
-
-APPROXIMATIONS = ("lp-rounding",)
 
 
 @dataclass(frozen=True)
@@ -73,12 +72,52 @@ class PlanResult:
         }
 
 
-FASTSA_TIME_LIMIT = 60.0  # seconds, when the caller gives none (the paper's 20M + 2M attempts can take longer)
-
-
 def methods() -> dict[str, Method]:
     """Every heuristic planning method by name (baselines and FastSA, with default knobs)."""
-    return {**BASELINES, "fastsa": lambda graph, budget: _fastsa(graph, budget)[0]}
+    return {name: _default_run(name) for name in HEURISTICS}
+
+
+def _default_run(name: str) -> Method:
+    return lambda graph, budget: run_heuristic(name, graph, budget)[0]
+
+
+@dataclass(frozen=True)
+class MethodRef:
+    """What a method name means: a heuristic, or a formulation on a backend, or an approximation of it."""
+
+    method: str | None = None
+    formulation: str | None = None
+    backend: str | None = None
+    approx: str | None = None
+
+
+def parse_method_name(text: str) -> MethodRef:
+    """``NAME`` (heuristic) or ``FORMULATION[/BACKEND]`` or ``FORMULATION/APPROXIMATION`` (e.g. checkmate/lp-rounding).
+
+    One parser for the CLI and bench sweeps; the parts are checked against the registries.
+    """
+    from remat_models.formulations import approximation_names, get_formulation
+
+    text = text.strip()
+    if not text:
+        raise ConfigurationError("empty method name")
+    head, slash, tail = text.partition("/")
+    if not slash:
+        if head in formulation_names():
+            return MethodRef(formulation=head)
+        if head not in HEURISTICS:
+            known = ", ".join([*HEURISTICS, *(f"{f}/BACKEND" for f in formulation_names())])
+            raise ConfigurationError(f"unknown method {head!r}; choose one of {known}")
+        return MethodRef(method=head)
+    get_formulation(head)
+    if not tail:
+        raise ConfigurationError(f"method {text!r}: give a backend or approximation after '/'")
+    if tail in approximation_names(head):
+        return MethodRef(formulation=head, approx=tail)
+    from remat_models.backends import backend_class
+
+    backend_class(tail.partition(":")[0])
+    return MethodRef(formulation=head, backend=tail)
 
 
 def plan(
@@ -87,36 +126,52 @@ def plan(
     method: str | None = None,
     *,
     formulation: str | None = None,
-    backend: str = "highs",
+    backend: str | None = None,
     approx: str | None = None,
     time_limit: float | None = None,
     init: str | Schedule | None = None,
     options: Mapping[str, Any] | None = None,
+    extensions: Sequence[Extension] = (),
     seed: int = 0,
     workers: int = 1,
 ) -> PlanResult:
     """Plan ``graph`` under ``budget`` bytes with a heuristic ``method`` or a ``formulation`` on a ``backend``.
 
-    ``approx="lp-rounding"`` (Checkmate only) solves the LP relaxation with HiGHS and rounds it;
-    ``options`` go to the formulation (for lp-rounding: ``allowance``, ``order``, ``samples``, ...).
-    ``init`` (a baseline name or a Schedule) warm-starts a solver. The result is always re-simulated.
+    ``backend`` defaults to the formulation's own; ``approx`` names an approximation of the formulation
+    (e.g. ``"lp-rounding"`` of checkmate); ``options`` go to the formulation (or approximation, or FastSA);
+    ``extensions`` add constraints to the formulation's model; ``init`` (a heuristic name or a Schedule)
+    warm-starts a solver. The result is always re-simulated.
     """
     if (method is None) == (formulation is None):
         raise ConfigurationError("give either a heuristic method or a formulation")
+    if method is not None and (extensions or approx or init is not None):
+        raise ConfigurationError("extensions, approx and init apply to formulations, not to heuristic methods")
     check_budget(graph, budget)
     started = time.perf_counter()
+    outcome = None
     if method is not None:
-        schedule, details = _heuristic(graph, budget, method, seed=seed, time_limit=time_limit, options=options)
+        schedule, details = run_heuristic(method, graph, budget, seed=seed, time_limit=time_limit, options=options)
         label, status = method, None
-    elif approx is not None:
-        schedule, label, status, details = _approximate(
-            graph, budget, formulation, backend, approx, time_limit, options, seed
-        )
     else:
+        assert formulation is not None
         limits = SolveLimits(time_limit=time_limit, workers=workers, seed=seed)
-        schedule, label, status, details = _exact(graph, budget, formulation, backend, limits, init, options)
+        if approx is not None:
+            outcome = approximate(
+                graph, budget, formulation, approx, backend, options=options, limits=limits, extensions=extensions
+            )
+            label, start = f"{formulation}/{approx}", None
+        else:
+            start = initial_schedule(graph, budget, init, seed=seed)
+            outcome = solve_model(
+                graph, budget, formulation, backend, options=options, limits=limits, init=start, extensions=extensions
+            )
+            label = f"{formulation}/{outcome.backend}"
+        schedule, status, details = _from_outcome(graph, budget, outcome, start, init)
     wall_time = time.perf_counter() - started
-    simulation = None if schedule is None else simulate(graph, schedule)
+    simulation = None
+    if schedule is not None:
+        reuse = outcome is not None and schedule is outcome.schedule and outcome.simulation is not None
+        simulation = outcome.simulation if reuse else simulate(graph, schedule)  # type: ignore[union-attr]
     if simulation is not None:
         status = PlanStatus.WITHIN_BUDGET if simulation.fits(budget) else PlanStatus.OVER_BUDGET
         log.info(
@@ -136,117 +191,30 @@ def plan(
     )
 
 
-def _heuristic(
-    graph: Graph,
-    budget: int,
-    method: str,
-    *,
-    seed: int = 0,
-    time_limit: float | None = None,
-    options: Mapping[str, Any] | None = None,
-) -> tuple[Schedule, dict[str, Any]]:
-    """Run a heuristic; only FastSA takes a seed, a time limit and options (e.g. ``iterations``)."""
-    if method == "fastsa":
-        return _fastsa(graph, budget, seed=seed, time_limit=time_limit, options=options)
-    available = methods()
-    if method not in available:
-        raise ConfigurationError(f"unknown method {method!r}; choose one of {', '.join(available)}")
-    if options or time_limit is not None:
-        raise ConfigurationError(f"method {method!r} takes no options or time limit (fastsa does)")
-    return available[method](graph, budget), {}
-
-
-def _fastsa(
-    graph: Graph,
-    budget: int,
-    *,
-    seed: int = 0,
-    time_limit: float | None = None,
-    options: Mapping[str, Any] | None = None,
-) -> tuple[Schedule, dict[str, Any]]:
-    from remat_models.heuristics.fastsa import fastsa
-
-    result = fastsa(graph, budget, seed=seed, time_limit=time_limit or FASTSA_TIME_LIMIT, **dict(options or {}))
-    fitting = [[point.time, point.best_cost] for point in result.trajectory if point.best_peak <= budget]
-    details = {
-        "seed": seed,
-        "met_budget": result.met_budget,
-        "iterations": list(result.iterations),
-        "search_time_s": result.wall_time,
-        "compile_time_s": result.compile_time,
-        "time_to_first_s": fitting[0][0] if fitting else None,
-        "trajectory": fitting,  # (seconds, best cost) of best states within the budget
-    }
-    return result.schedule, details
-
-
 def initial_schedule(graph: Graph, budget: int, init: str | Schedule | None, seed: int = 0) -> Schedule | None:
     """A warm-start schedule: given, or produced by the heuristic method named ``init``."""
-    return _heuristic(graph, budget, init, seed=seed)[0] if isinstance(init, str) else init
+    return run_heuristic(init, graph, budget, seed=seed)[0] if isinstance(init, str) else init
 
 
-def _exact(
-    graph: Graph,
-    budget: int,
-    formulation: str,
-    backend: str,
-    limits: SolveLimits,
-    init: str | Schedule | None,
-    options: Mapping[str, Any] | None,
-) -> tuple[Schedule | None, str, PlanStatus | None, dict[str, Any]]:
-    from remat_models.optimize import solve_model
-
-    start = initial_schedule(graph, budget, init, seed=limits.seed)
-    if start is not None and formulation == "checkmate" and (options or {}).get("order") is None:
-        # Checkmate's stages follow the warm start's first computations (FastSA may reorder nodes)
-        options = {**(options or {}), "order": start.first_computation_order()}
-    outcome = solve_model(graph, budget, formulation, backend, options=options, limits=limits, init=start)
+def _from_outcome(
+    graph: Graph, budget: int, outcome: SolveOutcome, start: Schedule | None, init: str | Schedule | None
+) -> tuple[Schedule | None, PlanStatus | None, dict[str, Any]]:
+    """The outcome's schedule, or the warm start when it fits and the solver returned nothing cheaper."""
     status = PlanStatus.INFEASIBLE if outcome.status == SolveStatus.INFEASIBLE else None
     details = {**outcome.summary(), "init": init if isinstance(init, str) else None}
     schedule = outcome.schedule
-    if start is not None and _better_start(graph, budget, start, schedule):
-        log.info("%s/%s did not improve on its warm start: returning the warm start", formulation, backend)
+    if start is not None and _better_start(graph, budget, start, outcome):
+        log.info(
+            "%s/%s did not improve on its warm start: returning the warm start", outcome.formulation, outcome.backend
+        )
         schedule, status, details["returned_warm_start"] = start, None, True
-    return schedule, f"{formulation}/{backend}", status, details
+    return schedule, status, details
 
 
-def _better_start(graph: Graph, budget: int, start: Schedule, found: Schedule | None) -> bool:
+def _better_start(graph: Graph, budget: int, start: Schedule, outcome: SolveOutcome) -> bool:
     """Whether the warm start fits the budget and is cheaper than what the solver returned (or it returned none)."""
     initial = simulate(graph, start)
     if not initial.fits(budget):
         return False
-    if found is None:
-        return True
-    result = simulate(graph, found)
-    return not result.fits(budget) or initial.total_cost < result.total_cost
-
-
-def _approximate(
-    graph: Graph,
-    budget: int,
-    formulation: str,
-    backend: str,
-    approx: str,
-    time_limit: float | None,
-    options: Mapping[str, Any] | None,
-    seed: int,
-) -> tuple[Schedule | None, str, PlanStatus | None, dict[str, Any]]:
-    from remat_models.optimize import lp_rounding
-
-    if approx not in APPROXIMATIONS or formulation != "checkmate":
-        raise ConfigurationError(f"unknown approximation {approx!r} for {formulation!r}; checkmate has lp-rounding")
-    spec = "highs:lp" if backend in ("highs", "highs:lp") else backend
-    outcome = lp_rounding(
-        graph,
-        budget,
-        backend=spec,
-        limits=SolveLimits(time_limit=time_limit, seed=seed),
-        seed=seed,
-        **dict(options or {}),
-    )
-    chosen = outcome.best or outcome.lowest_peak
-    status = None
-    if chosen is None:
-        status = PlanStatus.INFEASIBLE if outcome.lp_status == SolveStatus.INFEASIBLE else PlanStatus.NO_SCHEDULE
-    details = {"formulation": formulation, "backend": spec, **outcome.summary()}
-    return None if chosen is None else chosen.schedule, "checkmate/lp-rounding", status, details
+    found = outcome.simulation
+    return found is None or not found.fits(budget) or initial.total_cost < found.total_cost

@@ -10,7 +10,7 @@ from remat_models.backends import SolveLimits, SolveStatus, get_backend
 from remat_models.errors import BudgetInfeasibleError, ConfigurationError, GraphError
 from remat_models.exhaustive import exhaustive_optimum
 from remat_models.formulations import get_formulation
-from remat_models.formulations.checkmate import CHECKMATE, CheckmateOptions
+from remat_models.formulations.checkmate import CHECKMATE
 from remat_models.heuristics.baselines import BASELINES
 from remat_models.io import linear_chain, random_layered
 from remat_models.optimize import solve_model
@@ -155,8 +155,8 @@ def test_only_possible_cells_are_variables() -> None:
 
 def test_options_are_validated() -> None:
     with pytest.raises(ConfigurationError, match="unknown checkmate option"):
-        CheckmateOptions.of({"stagd": False})
+        CHECKMATE.options({"stagd": False})
     with pytest.raises(ConfigurationError, match="allowance"):
-        CheckmateOptions.of({"allowance": 1.5})
+        CHECKMATE.options({"allowance": 1.5})
     with pytest.raises(ConfigurationError, match="unknown formulation"):
         get_formulation("checkmat")

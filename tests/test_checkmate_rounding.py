@@ -8,9 +8,10 @@ from checkmate_graphs import random_dag, tiny_unet
 
 from remat_models.backends import SolveLimits, SolveStatus
 from remat_models.errors import ConfigurationError
+from remat_models.formulations.checkmate_rounding import lp_rounding
 from remat_models.heuristics.rounding import complete_stages, round_schedule
 from remat_models.io import linear_chain, random_layered
-from remat_models.optimize import lp_rounding, solve_model
+from remat_models.optimize import solve_model
 from remat_models.planner import PlanStatus, plan
 from remat_models.schedule import input_order_peak, simulate
 
@@ -23,11 +24,11 @@ LIMITS = SolveLimits(time_limit=60)
 def test_lp_bound_and_rounded_cost_bracket_the_optimum(graph, budget) -> None:
     optimum = solve_model(graph, budget, "checkmate", "highs", limits=LIMITS)
     outcome = lp_rounding(graph, budget, allowance=0.1)
-    assert outcome.lp_status == SolveStatus.OPTIMAL
-    assert outcome.lp_bound <= optimum.objective + 1e-6
-    assert outcome.candidates > 0
-    if outcome.best is not None:
-        sim = simulate(graph, outcome.best.schedule)
+    assert outcome.details["lp_status"] == SolveStatus.OPTIMAL
+    assert outcome.bound <= optimum.objective + 1e-6
+    assert outcome.details["candidates"] > 0
+    if outcome.details["best"] is not None:
+        sim = simulate(graph, outcome.schedule)
         assert sim.peak <= budget
         assert sim.total_cost >= optimum.objective - 1e-9
 
@@ -35,8 +36,8 @@ def test_lp_bound_and_rounded_cost_bracket_the_optimum(graph, budget) -> None:
 def test_ample_budget_rounds_to_no_recomputation() -> None:
     graph = random_dag(10, 2)
     outcome = lp_rounding(graph, input_order_peak(graph))
-    assert outcome.best is not None
-    assert outcome.best.simulation.total_cost == pytest.approx(graph.total_cost)
+    assert outcome.details["best"] is not None
+    assert outcome.simulation.total_cost == pytest.approx(graph.total_cost)
 
 
 @pytest.mark.parametrize("seed", range(6))

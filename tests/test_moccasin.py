@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from remat_models.errors import BudgetInfeasibleError, ConfigurationError
 from remat_models.exhaustive import exhaustive_optimum
-from remat_models.formulations.moccasin import MOCCASIN, MoccasinResult, solve_moccasin
+from remat_models.formulations import SolveOutcome
+from remat_models.formulations.moccasin import MOCCASIN, solve_moccasin
 from remat_models.formulations.moccasin_layout import intervals_from_sequence, make_layout
 from remat_models.formulations.moccasin_model import MoccasinOptions, build_model, hint_values
 from remat_models.graph import Graph
@@ -36,7 +37,7 @@ def random_graph(n: int, seed: int, *, workspace: bool = True, fixed_mem: int = 
     )
 
 
-def checked(graph: Graph, budget: int, result: MoccasinResult) -> float | None:
+def checked(graph: Graph, budget: int, result: SolveOutcome) -> float | None:
     """The total cost of a result after re-simulating its schedule (peak within budget, deps respected)."""
     if result.schedule is None:
         assert result.status in (SolveStatus.INFEASIBLE, SolveStatus.NO_SOLUTION)
@@ -142,10 +143,10 @@ def test_decoded_schedules_fit_the_budget_and_the_model_bounds_the_simulation(
     budget = int(graph.lower_bound + fraction * (input_order_peak(graph) - graph.lower_bound))
     result = solve_moccasin(graph, budget, order=order, C=C, workers=1, time_limit=10)  # type: ignore[arg-type]
     checked(graph, budget, result)
-    if result.phase2 is not None and result.phase2.has_solution:
-        built = build_model(graph, budget, result.options)
+    if result.phases.get("phase2") is not None and result.phases.get("phase2").has_solution:
+        built = build_model(graph, budget, MoccasinOptions(**result.options))
         assert result.simulation is not None
-        assert result.simulation.peak <= built.peak_bound(result.phase2.values) <= budget
+        assert result.simulation.peak <= built.peak_bound(result.phases.get("phase2").values) <= budget
 
 
 @pytest.mark.parametrize("order", ["input", "free"])
@@ -164,20 +165,21 @@ def test_two_phase_reaches_a_budget_below_the_input_order_peak() -> None:
     graph = linear_chain(3)
     budget = graph.lower_bound
     result = solve_moccasin(graph, budget, workers=1, C=graph.n, greedy=False)
-    assert result.phase1 is not None and result.phase1.has_solution
-    assert result.phase1.objective == result.phase1.bound == budget - graph.fixed_mem  # min max(M_var, M), units of 1
+    phase1 = result.phases.get("phase1")
+    assert phase1 is not None and phase1.has_solution
+    assert phase1.objective == phase1.bound == budget - graph.fixed_mem  # min max(M_var, M), units of 1
     assert checked(graph, budget, result) == pytest.approx(exhaustive_optimum(graph, budget, "staged").cost)  # type: ignore[union-attr]
     single = solve_moccasin(graph, budget, workers=1, C=graph.n, two_phase=False)
-    assert single.phase1 is None and checked(graph, budget, single) == pytest.approx(result.total_cost)
+    assert single.phases.get("phase1") is None and checked(graph, budget, single) == pytest.approx(result.total_cost)
 
 
 def test_a_fitting_greedy_start_skips_phase_1() -> None:
     graph = linear_chain(4)
     budget = input_order_peak(graph) - 1
     result = solve_moccasin(graph, budget, workers=1, C=2, time_limit=20)
-    assert result.phase1 is None and result.time_to_first is not None
+    assert result.phases.get("phase1") is None and result.time_to_first is not None
     slow = solve_moccasin(graph, budget, workers=1, C=2, time_limit=20, greedy=False)
-    assert slow.phase1 is not None
+    assert slow.phases.get("phase1") is not None
     assert checked(graph, budget, result) == pytest.approx(checked(graph, budget, slow))
 
 
@@ -187,7 +189,7 @@ def test_warm_start_from_any_schedule_truncates_to_C() -> None:
     exact = exhaustive_optimum(graph, budget, "staged")
     assert exact is not None
     result = solve_moccasin(graph, budget, C=graph.n, workers=1, init=exact.schedule)
-    assert result.phase1 is None  # the warm start fits: no phase 1
+    assert result.phases.get("phase1") is None  # the warm start fits: no phase 1
     assert checked(graph, budget, result) == pytest.approx(exact.cost)
     # a schedule with more computations of a node than C: the extra ones are dropped from the hint
     sequence = exact.schedule.compute_sequence()
@@ -219,7 +221,7 @@ def test_costs_and_sizes_are_scaled_and_reported_in_original_units() -> None:
     )
     budget = scaled.fixed_mem + (budgets(base)[1] - base.fixed_mem) * 4096
     result = solve_moccasin(scaled, budget, C=scaled.n, workers=1)
-    built = build_model(scaled, budget, result.options)
+    built = build_model(scaled, budget, MoccasinOptions(**result.options))
     assert built.units.mem_unit == 4096 and not built.units.cost_exact
     exact = exhaustive_optimum(scaled, budget, "staged")
     cost = checked(scaled, budget, result)

@@ -40,7 +40,7 @@ def test_same_optimum_on_every_backend(backend: str, order: str) -> None:
 @pytest.mark.parametrize("backend", available())
 def test_phase_1_with_its_variable_capacity_on_every_backend(backend: str) -> None:
     result = solve_moccasin(GRAPH, BUDGET, backend=backend, workers=1, time_limit=60, greedy=False)
-    assert result.phase1 is not None and result.phase1.status == SolveStatus.OPTIMAL
+    assert result.phases.get("phase1") is not None and result.phases.get("phase1").status == SolveStatus.OPTIMAL
     assert result.status == SolveStatus.OPTIMAL and result.schedule is not None
     assert simulate(GRAPH, result.schedule).total_cost == pytest.approx(OPTIMUM)
 

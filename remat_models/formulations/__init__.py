@@ -1,18 +1,52 @@
-"""Rematerialization formulations written once against the abstract model (Checkmate, Moccasin, ...)."""
+"""Rematerialization formulations written once against the abstract model (Checkmate, Moccasin, ...).
+
+Two registries, both by ``"module:attribute"`` and imported lazily: formulations (Formulation
+instances) and approximations (functions ``fn(graph, budget, *, backend, limits, seed, extensions,
+**options) -> SolveOutcome`` tied to one formulation, e.g. Checkmate's LP rounding).
+"""
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 
 from remat_models.errors import ConfigurationError
-from remat_models.formulations.base import BuiltModel, Formulation
+from remat_models.formulations.base import (
+    BuiltModel,
+    Extension,
+    Formulation,
+    FormulationBase,
+    apply_extensions,
+    options_of,
+)
+from remat_models.formulations.outcome import SolveOutcome
 
-__all__ = ["BuiltModel", "Formulation", "formulation_names", "get_formulation", "register_formulation"]
+__all__ = [
+    "BuiltModel",
+    "Extension",
+    "Formulation",
+    "FormulationBase",
+    "SolveOutcome",
+    "apply_extensions",
+    "approximation_names",
+    "formulation_names",
+    "get_approximation",
+    "get_formulation",
+    "options_of",
+    "register_approximation",
+    "register_formulation",
+]
 
 # name -> "module:attribute" of a Formulation instance (imported lazily)
 _REGISTRY: dict[str, str] = {
     "checkmate": "remat_models.formulations.checkmate:CHECKMATE",
     "moccasin": "remat_models.formulations.moccasin:MOCCASIN",
+    "hilp": "remat_models.formulations.hilp:HILP",
+}
+
+# name -> (formulation it approximates, "module:function")
+_APPROXIMATIONS: dict[str, tuple[str, str]] = {
+    "lp-rounding": ("checkmate", "remat_models.formulations.checkmate_rounding:lp_rounding"),
 }
 
 
@@ -33,3 +67,23 @@ def get_formulation(name: str) -> Formulation:
     except KeyError:
         raise ConfigurationError(f"unknown formulation {name!r}; known: {', '.join(formulation_names())}") from None
     return getattr(importlib.import_module(module), attribute)
+
+
+def register_approximation(name: str, formulation: str, target: str) -> None:
+    """Register an approximation of ``formulation`` given as ``"module:function"``."""
+    _APPROXIMATIONS[name] = (formulation, target)
+
+
+def approximation_names(formulation: str | None = None) -> list[str]:
+    """Registered approximations (of ``formulation`` if given)."""
+    return sorted(name for name, (form, _) in _APPROXIMATIONS.items() if formulation in (None, form))
+
+
+def get_approximation(name: str, formulation: str) -> Callable[..., SolveOutcome]:
+    """The approximation ``name`` of ``formulation``."""
+    entry = _APPROXIMATIONS.get(name)
+    if entry is None or entry[0] != formulation:
+        known = ", ".join(approximation_names(formulation)) or "none"
+        raise ConfigurationError(f"unknown approximation {name!r} for {formulation!r}; it has: {known}")
+    module, function = entry[1].split(":")
+    return getattr(importlib.import_module(module), function)

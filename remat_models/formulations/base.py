@@ -1,45 +1,277 @@
-"""The interface every formulation implements: build a model from a graph, decode values, map schedules to hints."""
+"""What every formulation implements (build, sequence, hints, solve) and what a built model offers extensions."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
+from remat_models.backends import SolveLimits, get_backend
+from remat_models.errors import ConfigurationError, InvalidScheduleError, SolverError
+from remat_models.formulations.outcome import SolveOutcome, jsonable
 from remat_models.formulations.scaling import Units
 from remat_models.graph import Graph
-from remat_models.model import Model
-from remat_models.schedule import Schedule
+from remat_models.model import Model, SolveResult, SolveStatus
+from remat_models.model import constructs as C
+from remat_models.model.index import IndexMap
+from remat_models.schedule import Schedule, Step, eager_frees
+
+log = logging.getLogger(__name__)
+
+Sequenced = list[int | Step]  # a compute sequence, possibly with non-compute steps inserted by extensions
 
 
 @dataclass
 class BuiltModel:
-    """An abstract model with what decoding needs: the graph, the budget in bytes, the units used."""
+    """An abstract model with what decoding needs, the handles a formulation publishes, and applied extensions.
+
+    ``hooks`` holds formulation-published handles (row batch names with row maps, global names);
+    ``extensions`` each applied extension's state by its name; ``applied`` the extension objects.
+    """
 
     model: Model
     graph: Graph
     budget: int
     units: Units
+    formulation: str = field(default="", kw_only=True)
+    hooks: dict[str, Any] = field(default_factory=dict, kw_only=True)
+    extensions: dict[str, Any] = field(default_factory=dict, kw_only=True)
+    applied: tuple[Extension, ...] = field(default=(), kw_only=True)
 
     def cost(self, model_objective: float | None) -> float | None:
         """A model objective (or bound) in the graph's original cost units."""
         return None if model_objective is None else float(model_objective) * self.units.cost_unit
+
+    def index(self, block: str) -> IndexMap:
+        """Block ``block``'s cells on named axes (node axes are graph node ids)."""
+        return self.model.index(block)
+
+    def peak_bound(self, values: Mapping[str, np.ndarray]) -> float | None:
+        """The model's own memory peak in bytes for a solution (None where the formulation has none)."""
+        return None
+
+    def require(self, values: Mapping[str, np.ndarray], *blocks: str) -> None:
+        """Raise ``SolverError`` naming the block when a solution's values lack one (e.g. no solution found)."""
+        missing = [b for b in blocks if b not in values]
+        if missing:
+            raise SolverError(f"{self.formulation}: no values for block {missing[0]!r}: the solve returned no solution")
+
+
+@runtime_checkable
+class Extension(Protocol):
+    """A constraint plug-in: adds blocks, rows and objective terms to a built model through its hooks.
+
+    ``events(built, values, sequence)`` (optional) inserts non-compute steps into the decoded compute
+    sequence; ``hints(built, schedule)`` (optional) gives values of the extension's blocks for a warm start.
+    """
+
+    name: str
+    supports: frozenset[str]
+
+    def apply(self, built: BuiltModel) -> None:
+        """Add this extension's variables and constraints to ``built.model``."""
+        ...
 
 
 class Formulation(Protocol):
     """Graph + budget -> abstract model; solution values -> Schedule (which the simulator then checks)."""
 
     name: ClassVar[str]
+    options_type: ClassVar[type]
+    default_backend: ClassVar[str]
+    integral_option: ClassVar[str | None]
+
+    def options(self, options: Any = None) -> Any:
+        """Options as ``options_type`` from an instance, a mapping or None; unknown keys are errors."""
+        ...
 
     def build(self, graph: Graph, budget: int, options: Any = None) -> BuiltModel:
         """Build the abstract optimization model for ``graph`` under ``budget`` bytes."""
         ...
 
-    def decode(self, built: BuiltModel, values: dict[str, np.ndarray]) -> Schedule:
+    def decode(self, built: BuiltModel, values: Mapping[str, np.ndarray]) -> Schedule:
         """Turn a solution's values (by block name) into a Schedule."""
         ...
 
     def hints(self, built: BuiltModel, schedule: Schedule) -> dict[str, np.ndarray]:
         """Map a Schedule to values by block name for a warm start."""
         ...
+
+    def warm_options(self, options: Any, init: Schedule | None) -> Any:
+        """Options adjusted to a warm start (e.g. Checkmate's stage order follows the start's first computations)."""
+        ...
+
+    def solve(self, built: BuiltModel, backend: str, limits: SolveLimits, init: Schedule | None = None) -> SolveOutcome:
+        """Solve a built model (extensions applied) and decode; the outcome's schedule is re-simulated."""
+        ...
+
+
+def options_of(options_type: type, options: Any, formulation: str) -> Any:
+    """An ``options_type`` instance from an instance, a mapping of field names or None; unknown names are errors."""
+    if options is None:
+        value = options_type()
+    elif isinstance(options, options_type):
+        value = options
+    elif isinstance(options, Mapping):
+        known = {f.name for f in fields(options_type)}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise ConfigurationError(f"unknown {formulation} option(s) {unknown}; known: {sorted(known)}")
+        try:
+            value = options_type(**dict(options))
+        except (TypeError, ValueError) as error:
+            raise ConfigurationError(f"bad {formulation} options {dict(options)}: {error}") from None
+    else:
+        raise ConfigurationError(f"{formulation} options must be a mapping or {options_type.__name__}, got {options!r}")
+    validate = getattr(value, "validated", None)
+    return validate() if validate is not None else value
+
+
+class FormulationBase:
+    """Defaults of the protocol: option parsing, extension plumbing, build -> solve -> decode.
+
+    A subclass sets ``name`` and ``options_type`` and implements ``build``, ``sequence`` (the compute
+    sequence of a solution) and ``_hints``; multi-phase formulations override ``solve``.
+    """
+
+    name: ClassVar[str]
+    options_type: ClassVar[type]
+    default_backend: ClassVar[str] = "highs"
+    integral_option: ClassVar[str | None] = None  # options field set when the backend takes no continuous columns
+
+    def options(self, options: Any = None) -> Any:
+        """Options as ``options_type`` (see ``options_of``)."""
+        return options_of(self.options_type, options, self.name)
+
+    def build(self, graph: Graph, budget: int, options: Any = None) -> BuiltModel:
+        """Build the model (subclasses)."""
+        raise NotImplementedError
+
+    def sequence(self, built: BuiltModel, values: Mapping[str, np.ndarray]) -> Sequenced:
+        """The compute sequence of a solution (subclasses)."""
+        raise NotImplementedError
+
+    def _hints(self, built: BuiltModel, schedule: Schedule) -> dict[str, np.ndarray]:
+        raise NotImplementedError
+
+    def decode(self, built: BuiltModel, values: Mapping[str, np.ndarray]) -> Schedule:
+        """``sequence``, then each applied extension's ``events``, then eager frees."""
+        steps = self.sequence(built, values)
+        for extension in built.applied:
+            events = getattr(extension, "events", None)
+            if events is not None:
+                steps = events(built, values, steps)
+        return eager_frees(built.graph, steps)
+
+    def hints(self, built: BuiltModel, schedule: Schedule) -> dict[str, np.ndarray]:
+        """Warm-start values of the formulation's blocks and of every applied extension that gives some."""
+        values = self._hints(built, schedule)
+        for extension in built.applied:
+            extra = getattr(extension, "hints", None)
+            if extra is not None:
+                values.update(extra(built, schedule))
+        return values
+
+    def warm_options(self, options: Any, init: Schedule | None) -> Any:
+        """Options unchanged (a formulation whose structure follows a start overrides this)."""
+        return options
+
+    def build_for(
+        self,
+        graph: Graph,
+        budget: int,
+        backend: str,
+        options: Any = None,
+        extensions: Sequence[Extension] = (),
+    ) -> BuiltModel:
+        """Build with integral memory where ``backend`` takes no continuous columns, then apply ``extensions``."""
+        opts = self.options(options)
+        if self.integral_option is not None and getattr(opts, self.integral_option) is None:
+            native = get_backend(backend).native_constructs
+            opts = replace(opts, **{self.integral_option: C.CONTINUOUS not in native})
+        built = self.build(graph, budget, opts)
+        return apply_extensions(built, extensions)
+
+    def solve(self, built: BuiltModel, backend: str, limits: SolveLimits, init: Schedule | None = None) -> SolveOutcome:
+        """One solve of ``built`` on ``backend`` from ``init``'s hints, decoded and re-simulated."""
+        started = time.perf_counter()
+        hints = self.safe_hints(built, init)
+        result = get_backend(backend).solve(built.model, limits, hints)
+        return self.outcome(
+            built, backend, result, phases={"solve": result}, warm_start=hints is not None, started=started
+        )
+
+    def safe_hints(self, built: BuiltModel, init: Schedule | None) -> dict[str, np.ndarray] | None:
+        """``hints`` of ``init``, or None (logged) when the schedule does not fit the model's structure."""
+        if init is None:
+            return None
+        try:
+            return self.hints(built, init)
+        except (InvalidScheduleError, ConfigurationError) as error:
+            log.warning("warm start dropped: the initial schedule does not fit the model (%s)", error)
+            return None
+
+    def outcome(
+        self,
+        built: BuiltModel,
+        backend: str,
+        result: SolveResult,
+        *,
+        phases: dict[str, SolveResult],
+        warm_start: bool,
+        started: float,
+        values: Mapping[str, np.ndarray] | None = None,
+        status: SolveStatus | None = None,
+        time_offset: float = 0.0,
+    ) -> SolveOutcome:
+        """The outcome of ``result`` decoded from ``values`` (default: its own), numbers in graph cost units."""
+        if values is None and result.has_solution:
+            values = result.values
+        return SolveOutcome.of(
+            formulation=self.name,
+            backend=backend,
+            status=status or result.status,
+            schedule=None if values is None else self.decode(built, values),
+            graph=built.graph,
+            objective=None if values is None else built.cost(built.model.objective_value(values)),
+            bound=built.cost(result.bound),
+            model_peak=None if values is None else built.peak_bound(values),
+            solve_time=sum(p.wall_time for p in phases.values()),
+            wall_time=time.perf_counter() - started,
+            time_to_first=None if result.time_to_first is None else time_offset + result.time_to_first,
+            trajectory=[(time_offset + t, built.cost(v) or 0.0) for t, v in result.trajectory],
+            solver_version=result.solver_version,
+            phases=phases,
+            warm_start=warm_start,
+        )
+
+
+def apply_extensions(built: BuiltModel, extensions: Sequence[Extension]) -> BuiltModel:
+    """Apply each extension to ``built`` (checking it supports the formulation); returns ``built``."""
+    for extension in extensions:
+        if not isinstance(extension, Extension):
+            raise ConfigurationError(f"{extension!r} is not an extension (needs name, supports and apply)")
+        if built.formulation not in extension.supports:
+            raise ConfigurationError(
+                f"extension {extension.name!r} does not support {built.formulation!r}; "
+                f"it supports {', '.join(sorted(extension.supports))}"
+            )
+        extension.apply(built)
+        built.applied = (*built.applied, extension)
+    return built
+
+
+__all__ = [
+    "BuiltModel",
+    "Extension",
+    "Formulation",
+    "FormulationBase",
+    "Sequenced",
+    "apply_extensions",
+    "jsonable",
+    "options_of",
+]

@@ -21,19 +21,20 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Literal
 
 import numpy as np
 
 from remat_models.errors import ConfigurationError
-from remat_models.formulations.base import BuiltModel
+from remat_models.formulations.base import BuiltModel, FormulationBase
 from remat_models.formulations.rows import Rows, index_of
 from remat_models.formulations.scaling import DEFAULT_PRECISION, Units, gcd_of, scale_costs
 from remat_models.graph import Graph
 from remat_models.model import Model
+from remat_models.model.index import IndexMap
 from remat_models.schedule import Schedule
-from remat_models.stages import resolve_order, schedule_from_model_frees, schedule_from_stages, stages_from_schedule
+from remat_models.stages import compute_sequence, resolve_order, schedule_from_model_frees, stages_from_schedule
 
 log = logging.getLogger(__name__)
 
@@ -42,33 +43,22 @@ FreeMode = Literal["eager", "model"]
 
 @dataclass(frozen=True)
 class CheckmateOptions:
-    """Options of the Checkmate model; ``allowance`` is the paper's epsilon (model budget ``(1 - eps) B``)."""
+    """Options of the Checkmate model; ``allowance`` is the paper's epsilon (model budget ``(1 - eps) B``).
+
+    ``integral_memory`` None (default) follows the backend: integer memory where it takes no continuous columns.
+    """
 
     order: tuple[int, ...] | None = None
     staged: bool = True
     stages: int | None = None
-    integral_memory: bool = False
+    integral_memory: bool | None = None
     allowance: float = 0.0
     cost_precision: float = DEFAULT_PRECISION
 
-    @classmethod
-    def of(cls, options: CheckmateOptions | Mapping[str, Any] | None) -> CheckmateOptions:
-        """Options from an instance, a mapping of field names, or None (defaults); unknown names are errors."""
-        if options is None:
-            return cls()
-        if isinstance(options, CheckmateOptions):
-            return options.validated()
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(options) - known)
-        if unknown:
-            raise ConfigurationError(f"unknown checkmate option(s) {unknown}; known: {sorted(known)}")
-        values = dict(options)
-        if values.get("order") is not None:
-            values["order"] = tuple(int(v) for v in values["order"])
-        return cls(**values).validated()
-
     def validated(self) -> CheckmateOptions:
-        """Self, after range checks."""
+        """Self, after range checks (``order`` as a tuple of ints)."""
+        if self.order is not None and not isinstance(self.order, tuple):
+            return replace(self, order=tuple(int(v) for v in self.order)).validated()
         if not 0.0 <= self.allowance < 1.0:
             raise ConfigurationError(f"checkmate allowance must lie in [0, 1), got {self.allowance}")
         if self.stages is not None and (self.staged or self.stages < 1):
@@ -101,6 +91,7 @@ class CheckmateModel(BuiltModel):
 
     def fractional(self, values: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """Dense (R, S) of shape (T, n) from values by block name, as floats (relaxations stay fractional)."""
+        self.require(values, "R", "S")
         R = np.zeros(self.r_mask.shape)
         S = np.zeros(self.s_mask.shape)
         R[self.r_mask] = values["R"]
@@ -128,38 +119,61 @@ class CheckmateModel(BuiltModel):
 
     def peak_bound(self, values: Mapping[str, np.ndarray]) -> float:
         """The model's memory peak in bytes: max over cells of U (+ workspace of the node computed there)."""
+        self.require(values, "U", "R")
         workspace = self.graph.workspace[self.order][np.nonzero(self.r_mask)[1]] / self.mem_scale
         during = np.asarray(values["U"], dtype=np.float64) + workspace * (np.asarray(values["R"]) > 0.5)
         return float(during.max()) * self.mem_scale if during.size else 0.0
 
 
-class Checkmate:
+class Checkmate(FormulationBase):
     """Checkmate's MILP: build, decode (Algorithm 1), warm-start hints from any staged Schedule."""
 
     name: ClassVar[str] = "checkmate"
-    integral_option: ClassVar[str] = "integral_memory"  # set by callers whose backend is integer-only
+    options_type: ClassVar[type] = CheckmateOptions
+    default_backend: ClassVar[str] = "highs"
+    integral_option: ClassVar[str | None] = "integral_memory"
 
     def build(
         self, graph: Graph, budget: int, options: CheckmateOptions | Mapping[str, Any] | None = None
     ) -> CheckmateModel:
         """Build the model of ``graph`` under ``budget`` bytes."""
-        opts = CheckmateOptions.of(options)
-        return _Builder(graph, budget, opts).build()
+        return _Builder(graph, budget, self.options(options)).build()
 
-    def decode(self, built: CheckmateModel, values: Mapping[str, np.ndarray], frees: FreeMode = "eager") -> Schedule:
+    def sequence(self, built: BuiltModel, values: Mapping[str, np.ndarray]) -> list[int | Any]:
+        """Algorithm 1's compute order: the row-major scan of R."""
+        R, _ = _checkmate(built).matrices(values)
+        return list(compute_sequence(_checkmate(built).order, R))
+
+    def decode(self, built: BuiltModel, values: Mapping[str, np.ndarray], frees: FreeMode = "eager") -> Schedule:
         """Algorithm 1: row-major scan of R; frees as early as possible ("eager") or by the FREE values ("model")."""
-        R, S = built.matrices(values)
         if frees == "eager":
-            return schedule_from_stages(built.graph, built.order, R)
+            return super().decode(built, values)
         if frees == "model":
-            chosen = built.free[np.asarray(values["FREE"]) > 0.5]
-            return schedule_from_model_frees(built.graph, built.order, R, S, chosen)
+            cm = _checkmate(built)
+            R, S = cm.matrices(values)
+            cm.require(values, "FREE")
+            chosen = cm.free[np.asarray(values["FREE"]) > 0.5]
+            return schedule_from_model_frees(cm.graph, cm.order, R, S, chosen)
         raise ConfigurationError(f"unknown free mode {frees!r}; use 'eager' or 'model'")
 
-    def hints(self, built: CheckmateModel, schedule: Schedule) -> dict[str, np.ndarray]:
+    def _hints(self, built: BuiltModel, schedule: Schedule) -> dict[str, np.ndarray]:
         """Every block's values for a Schedule whose first computations follow the model's order."""
-        R, S = stages_from_schedule(built.graph, built.order, schedule, built.n_stages)
-        return built.assignment(R, S)
+        cm = _checkmate(built)
+        R, S = stages_from_schedule(cm.graph, cm.order, schedule, cm.n_stages)
+        return cm.assignment(R, S)
+
+    def warm_options(self, options: Any, init: Schedule | None) -> CheckmateOptions:
+        """The stages follow the warm start's first computations unless an order is given (FastSA may reorder)."""
+        opts = self.options(options)
+        if init is None or opts.order is not None:
+            return opts
+        return replace(opts, order=tuple(int(v) for v in init.first_computation_order()))
+
+
+def _checkmate(built: BuiltModel) -> CheckmateModel:
+    if not isinstance(built, CheckmateModel):
+        raise ConfigurationError(f"expected a model built by Checkmate, got {type(built).__name__}")
+    return built
 
 
 class _Builder:
@@ -174,7 +188,8 @@ class _Builder:
         position = np.empty(n, dtype=np.int64)
         position[self.order] = np.arange(n)
         capacity = int(np.floor(budget * (1.0 - opts.allowance)))
-        self.mem_scale, self.capacity = memory_scale(graph, capacity, integral=opts.integral_memory)
+        self.integral = bool(opts.integral_memory)
+        self.mem_scale, self.capacity = memory_scale(graph, capacity, integral=self.integral)
         costs, cost_unit, exact = scale_costs(graph.cost, opts.cost_precision)
         self.costs = costs[self.order].astype(np.float64)
         self.units = Units(cost_unit=cost_unit, mem_unit=int(byte_gcd(graph)), cost_exact=exact)
@@ -182,6 +197,7 @@ class _Builder:
         self.workspace = graph.workspace[self.order] / self.mem_scale
         self.is_output = np.zeros(n, dtype=bool)
         self.is_output[position[graph.outputs]] = True
+        self.position = position
         self.ei, self.ek = position[graph.edges[:, 0]], position[graph.edges[:, 1]]
         t, p = np.arange(self.T)[:, None], np.arange(n)[None, :]
         recomputable = graph.recomputable[self.order][None, :]
@@ -192,6 +208,8 @@ class _Builder:
             self.r_mask = np.ones((self.T, n), dtype=bool)
             self.s_mask = np.broadcast_to(t >= 1, (self.T, n)).copy()
         self.m = Model(f"checkmate:{graph.name}")
+        self.hooks: dict[str, Any] = {}
+        self.row_cells: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # row batch -> (stage, position) of each row
 
     def build(self) -> CheckmateModel:
         m = self.m
@@ -204,6 +222,7 @@ class _Builder:
         memory_step, memory_const, first = self._memory(free)
         cells = np.nonzero(self.r_mask)[1]
         m.set_objective(R.cols, self.costs[cells])
+        self._publish(free)
         log.info(
             "checkmate model of %s: %d columns, %d rows, %d nonzeros (memory unit %g B, cost unit %g)",
             self.graph.name,
@@ -214,6 +233,8 @@ class _Builder:
             self.units.cost_unit,
         )
         return CheckmateModel(
+            formulation="checkmate",
+            hooks=self.hooks,
             model=m,
             graph=self.graph,
             budget=self.budget,
@@ -231,32 +252,62 @@ class _Builder:
             capacity=self.capacity,
         )
 
+    def _publish(self, free: np.ndarray) -> None:
+        """Index maps of R, S, U, FREE on (stage, node[, consumer]) axes by graph node id; row maps as hooks."""
+        names = self.graph.names
+        axes = ("stage", "node")
+        by_node = self.position  # position of each graph node id
+        r_ids = np.where(self.r_mask, self.rid, -1)[:, by_node]
+        s_ids = np.where(self.s_mask, self.sid, -1)[:, by_node]
+        u_ids = np.full(self.r_mask.shape, -1, dtype=np.int64)
+        u_ids[self.r_mask] = self.m.block("U").cols
+        self.m.set_index(IndexMap.dense("R", axes, r_ids, labels=(None, names)))
+        self.m.set_index(IndexMap.dense("S", axes, s_ids, labels=(None, names)))
+        self.m.set_index(IndexMap.dense("U", axes, u_ids[:, by_node], labels=(None, names)))
+        ft, fi, fk = free.T
+        self.m.set_index(
+            IndexMap.sparse(
+                "FREE",
+                ("stage", "node", "consumer"),
+                (self.T, self.n, self.n),
+                (ft, self.order[fi], self.order[fk]),
+                self.m.block("FREE").cols,
+                labels=(None, names, names),
+            )
+        )
+        for hook, (tt, pp) in self.row_cells.items():
+            rows = np.arange(tt.size)
+            self.hooks[hook] = IndexMap.sparse(hook, axes, (self.T, self.n), (tt, self.order[pp]), rows, (None, names))
+
     def _dependencies(self) -> None:
         """(1b) inputs resident or computed in the stage; (1c) a checkpoint was there or computed before."""
         tt, ee = np.nonzero(self.r_mask[:, self.ek])
         i, k = self.ei[ee], self.ek[ee]
         rows = Rows(tt.size).term(self.rid[tt, k], 1.0).term(self.rid[tt, i], -1.0).term(self.sid[tt, i], -1.0)
-        rows.add_to(self.m, ub=0.0)
+        rows.add_to(self.m, ub=0.0, name="dependencies")
         tt, ii = np.nonzero(self.s_mask)
         keep = tt >= 1
         tt, ii = tt[keep], ii[keep]
         rows = (
             Rows(tt.size).term(self.sid[tt, ii], 1.0).term(self.rid[tt - 1, ii], -1.0).term(self.sid[tt - 1, ii], -1.0)
         )
-        rows.add_to(self.m, ub=0.0)
+        rows.add_to(self.m, ub=0.0, name="carry")
+        self.row_cells["carry"] = (tt, ii)
 
     def _coverage(self) -> None:
         """(8a) R[t, t] = 1 (staged) or every node computed (once if not recomputable); outputs kept at the end."""
         n, last = self.n, self.T - 1
         if self.opts.staged:
-            Rows(n).term(self.rid[np.arange(n), np.arange(n)], 1.0).add_to(self.m, lb=1.0, ub=1.0)
+            Rows(n).term(self.rid[np.arange(n), np.arange(n)], 1.0).add_to(self.m, lb=1.0, ub=1.0, name="coverage")
         else:
             tt, pp = np.nonzero(self.r_mask)
             once = ~self.graph.recomputable[self.order]
-            Rows(n).term(self.rid[tt, pp], 1.0, rows=pp).add_to(self.m, lb=1.0, ub=np.where(once, 1.0, np.inf))
+            Rows(n).term(self.rid[tt, pp], 1.0, rows=pp).add_to(
+                self.m, lb=1.0, ub=np.where(once, 1.0, np.inf), name="coverage"
+            )
         outputs = np.flatnonzero(self.is_output)
         rows = Rows(outputs.size).term(self.rid[last, outputs], 1.0).term(self.sid[last, outputs], 1.0)
-        rows.add_to(self.m, lb=1.0)
+        rows.add_to(self.m, lb=1.0, name="outputs")
 
     def _frees(self) -> tuple[np.ndarray, Rows]:
         """FREE cells and (7b)-(7c); returns the (t, i, k) table and the hazard rows (count minus 1)."""
@@ -286,15 +337,15 @@ class _Builder:
         later = self.rid[tt[owner], users[later_start[pp][owner] + offset]]
         hazard = Rows(F).term(self.rid[tt, k], -1.0).term(s_next, 1.0).term(later, 1.0, rows=owner)
         kappa = 1.0 + (s_next >= 0) + np.bincount(owner[later >= 0], minlength=F)
-        Rows(F).term(block.cols, 1.0).extend(hazard).add_to(self.m, lb=0.0)  # (7b)
-        Rows(F).term(block.cols, kappa).extend(hazard).add_to(self.m, ub=kappa - 1.0)  # (7c)
+        Rows(F).term(block.cols, 1.0).extend(hazard).add_to(self.m, lb=0.0, name="free_lower")  # (7b)
+        Rows(F).term(block.cols, kappa).extend(hazard).add_to(self.m, ub=kappa - 1.0, name="free_upper")  # (7c)
         return np.stack([tt, i, k], axis=1), hazard
 
     def _memory(self, free: np.ndarray) -> tuple[Rows, np.ndarray, np.ndarray]:
         """U recurrence (2)-(3): U[cell] = U[previous cell of the stage] - frees after it + M_k R[cell]."""
         cells = int(self.r_mask.sum())
         cap = self.capacity
-        if self.opts.integral_memory:
+        if self.integral:
             U = self.m.int_block("U", cells, lb=0, ub=cap)
         else:
             U = self.m.cont_block("U", cells, lb=0.0, ub=cap)
@@ -316,15 +367,17 @@ class _Builder:
         step.term(self.m.block("FREE").cols[same], -self.mem[fi[same]], rows=after[same])
         const = np.where(first_flag, self.graph.fixed_mem / self.mem_scale, 0.0)
         previous = np.where(first_flag, -1, U.cols - 1)
-        Rows(cells).term(U.cols, 1.0).term(previous, -1.0).extend(step, -1.0).add_to(self.m, lb=const, ub=const)
+        memory = Rows(cells).term(U.cols, 1.0).term(previous, -1.0).extend(step, -1.0)
+        memory.add_to(self.m, lb=const, ub=const, name="memory")
+        self.row_cells["memory"] = (stage, pos)
         heavy = np.flatnonzero(self.workspace[pos] > 0)
-        if heavy.size:
-            rows = (
-                Rows(heavy.size)
-                .term(U.cols[heavy], 1.0)
-                .term(self.rid[stage[heavy], pos[heavy]], self.workspace[pos[heavy]])
-            )
-            rows.add_to(self.m, ub=cap)
+        rows = (
+            Rows(heavy.size)
+            .term(U.cols[heavy], 1.0)
+            .term(self.rid[stage[heavy], pos[heavy]], self.workspace[pos[heavy]])
+        )
+        rows.add_to(self.m, ub=cap, name="workspace")
+        self.row_cells["workspace"] = (stage[heavy], pos[heavy])
         return step, const, first
 
 

@@ -38,16 +38,24 @@ from remat_models.formulations.rows import Rows
 from remat_models.formulations.scaling import DEFAULT_PRECISION, ScaledGraph, scale_graph
 from remat_models.graph import Graph
 from remat_models.model import Model, Var
+from remat_models.model.index import IndexMap
 
 
 @dataclass(frozen=True)
 class MoccasinOptions:
-    """C_v (``C`` for all nodes, ``C_nodes`` by name), event structure, cost rounding precision."""
+    """C_v (``C`` for all nodes, ``C_nodes`` by name), event structure, cost rounding precision, solve phases.
+
+    ``two_phase``: when the start is over budget, first minimize the peak (sec. 2.4); ``greedy``: start from the
+    staged greedy plan when the input order is over budget; ``solver_log``: keep the solver's log.
+    """
 
     C: int = DEFAULT_C
     C_nodes: Mapping[str, int] | None = None
     order: Order = "input"
     cost_precision: float = DEFAULT_PRECISION
+    two_phase: bool = True
+    greedy: bool = True
+    solver_log: bool = False
 
 
 @dataclass
@@ -96,7 +104,10 @@ def build_model(graph: Graph, budget: int, options: MoccasinOptions, phase1_peak
     builder.memory(capacity, slack)
     if phase1_peak is None:
         m.set_objective(builder.presence, scaled.cost[layout.owner])
+    builder.publish()
     return MoccasinModel(
+        formulation="moccasin",
+        hooks=builder.hooks,
         model=m,
         graph=graph,
         budget=budget,
@@ -116,6 +127,20 @@ class _Builder:
     def __init__(self, m: Model, layout: Layout, scaled: ScaledGraph) -> None:
         self.m, self.layout, self.scaled = m, layout, scaled
         self.later = np.flatnonzero(layout.rank > 0)
+        self.hooks: dict[str, object] = {"memory": "memory", "supply": {}}
+
+    def publish(self) -> None:
+        """Index maps of the retention intervals on (node, copy) axes; the interval block as a hook."""
+        lay = self.layout
+        shape = (lay.graph.n, int(lay.counts.max()))
+        for part in ("start", "end", "presence"):
+            block = self.m.block(f"retain.{part}")
+            self.m.set_index(
+                IndexMap.sparse(
+                    block.name, ("node", "copy"), shape, (lay.owner, lay.rank), block.cols, (lay.graph.names, None)
+                )
+            )
+        self.hooks["retain"] = self.iv
 
     def intervals(self) -> None:
         """Retention intervals (2), their event domains, and the stage variables of the input order."""
@@ -181,10 +206,11 @@ class _Builder:
         self._when(k, self.start[u_first], self.start[k], ub=-1.0)  # s_u^1 + 1 <= s_v^i (implied)
         single = lay.counts[u] == 1
         self._when(k[single], self.start[k[single]], self.end[u_first[single]], ub=-1.0)  # s_v^i < end_u^1
-        for ku, uu in zip(k[~single].tolist(), u[~single].tolist(), strict=True):
-            self._reservoir(uu, ku)
+        supply = self.hooks["supply"]
+        for e, ku, uu in zip(edge[~single].tolist(), k[~single].tolist(), u[~single].tolist(), strict=True):
+            supply[(e, int(lay.rank[ku]))] = self._reservoir(uu, ku, f"supply[{e},{int(lay.rank[ku])}]")  # type: ignore[index]
 
-    def _reservoir(self, u: int, k: int) -> None:
+    def _reservoir(self, u: int, k: int, name: str) -> str:
         """Paper eq. (10): producer intervals +1/-1, consumer event -1 at s, +1 at s + 1; level >= 0."""
         lay = self.layout
         js = range(int(lay.ptr[u]), int(lay.ptr[u + 1]))
@@ -193,7 +219,8 @@ class _Builder:
         u_act = [True if j == lay.ptr[u] else Var(int(a[j])) for j in js]
         k_act = True if lay.rank[k] == 0 else Var(int(a[k]))
         changes = [1] * len(js) + [-1] * len(js) + [-1, 1]
-        self.m.add_reservoir(times, changes, u_act + u_act + [k_act, k_act], min_level=0, max_level=1)
+        self.m.add_reservoir(times, changes, u_act + u_act + [k_act, k_act], min_level=0, max_level=1, name=name)
+        return name
 
     def memory(self, capacity: int, slack: int) -> None:
         """(4) as one cumulative; in phase 1 its capacity is a variable up to ``slack`` units above, minimized (12)."""
@@ -212,7 +239,7 @@ class _Builder:
             peak = m.int_block("peak", 1, capacity, capacity + slack)  # max(M_var, M) in memory units
             m.set_objective(peak.cols, 1.0)
             cap = peak[0]
-        m.add_cumulative(np.concatenate(ids), np.concatenate(demands), cap)
+        m.add_cumulative(np.concatenate(ids), np.concatenate(demands), cap, name="memory")
 
     def _when(self, k: np.ndarray, plus: np.ndarray, minus: np.ndarray, ub: float) -> None:
         """``x[plus] - x[minus] <= ub`` when interval ``k`` is active (a plain row for first intervals)."""

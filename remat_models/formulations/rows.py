@@ -43,14 +43,23 @@ class Rows:
         rows, cols, coefs = self.arrays()
         return np.bincount(rows, weights=coefs * x[cols], minlength=self.count)
 
-    def add_to(self, model: Model, lb: float | np.ndarray = -np.inf, ub: float | np.ndarray = np.inf) -> None:
-        """Add the rows to ``model`` with bounds ``lb <= row <= ub`` (scalars or length ``count``)."""
-        if self.count == 0:
+    def add_to(
+        self,
+        model: Model,
+        lb: float | np.ndarray = -np.inf,
+        ub: float | np.ndarray = np.inf,
+        name: str | None = None,
+    ) -> None:
+        """Add the rows to ``model`` with bounds ``lb <= row <= ub`` (scalars or length ``count``), as batch ``name``.
+
+        A named batch is added even when empty, so that extensions always find it.
+        """
+        if self.count == 0 and name is None:
             return
         rows, cols, coefs = self.arrays()
         lb_array = np.broadcast_to(np.asarray(lb, dtype=np.float64), (self.count,))
         ub_array = np.broadcast_to(np.asarray(ub, dtype=np.float64), (self.count,))
-        model.add_rows(rows, cols, coefs, lb=lb_array, ub=ub_array)
+        model.add_rows(rows, cols, coefs, lb=lb_array, ub=ub_array, name=name)
 
 
 def index_of(mask: np.ndarray, offset: int = 0) -> np.ndarray:

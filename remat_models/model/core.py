@@ -12,13 +12,16 @@ from remat_models.errors import ConfigurationError
 from remat_models.model import constructs as C
 from remat_models.model.blocks import VAR_KINDS, IntervalBlock, IntervalTable, VarBlock
 from remat_models.model.expr import AffineBatch, LinConstraint, LinExpr, Literal, Number, literal
+from remat_models.model.index import IndexMap
 
 Bounds = tuple[Any, Any]
+_DICT_ATTRS = ("blocks", "indexes", "cumulative_names", "reservoir_names")
 _LIST_ATTRS = (
     "interval_blocks",
     "_lb",
     "_ub",
     "row_batches",
+    "row_names",
     "indicators",
     "products",
     "cumulatives",
@@ -38,6 +41,10 @@ class Model:
         self._ub: list[np.ndarray] = []
         self.num_cols = 0
         self.row_batches: list[C.RowBatch] = []
+        self.row_names: list[str] = []  # one per batch, unique
+        self.indexes: dict[str, IndexMap] = {}  # block name -> its cells on named axes (see ``index``)
+        self.cumulative_names: dict[str, int] = {}
+        self.reservoir_names: dict[str, int] = {}
         self.indicators: list[C.IndicatorBatch] = []
         self.products: list[C.ProductBatch] = []
         self.cumulatives: list[C.Cumulative] = []
@@ -142,12 +149,80 @@ class Model:
         """All intervals as flat arrays."""
         return IntervalTable.of(self.interval_blocks)
 
+    def set_index(self, index: IndexMap) -> None:
+        """Publish the cells of block ``index.block`` on named axes (formulations do, for extensions and exports)."""
+        block = self.block(index.block)
+        if index.cols.size and (index.cols.min() < block.offset or index.cols.max() >= block.offset + block.size):
+            raise ConfigurationError(f"index of {index.block!r} names columns outside the block")
+        self.indexes[index.block] = index
+
+    def index(self, name: str) -> IndexMap:
+        """Block ``name``'s cells on named axes: as published by the formulation, else the block's own shape."""
+        if name in self.indexes:
+            return self.indexes[name]
+        block = self.block(name)
+        axes = tuple(f"i{k}" for k in range(len(block.shape)))
+        return IndexMap.dense(name, axes, block.cols)
+
+    def col_names(self) -> list[str]:
+        """A readable name per column: ``block[coords]`` with the published labels (node names) where there are."""
+        names = [""] * self.num_cols
+        for block in self.blocks.values():
+            index = self.index(block.name)
+            for col, label in zip(index.cols.tolist(), index.cell_names(), strict=True):
+                names[col] = label
+            for col in range(block.offset, block.offset + block.size):
+                names[col] = names[col] or f"{block.name}[{col - block.offset}]"
+        return names
+
+    def row_labels(self) -> list[str]:
+        """A readable name per linear row: ``batch[local row]``."""
+        return [
+            f"{name}[{r}]" for name, b in zip(self.row_names, self.row_batches, strict=True) for r in range(b.num_rows)
+        ]
+
     # --------------------------------------------------------------- constraints
-    def add_rows(self, rows: Any, cols: Any, coefs: Any, lb: Any = -np.inf, ub: Any = np.inf) -> None:
-        """Add linear rows in COO form (row ids local to this batch, 0..R-1; bounds scalars or length R)."""
+    def add_rows(
+        self, rows: Any, cols: Any, coefs: Any, lb: Any = -np.inf, ub: Any = np.inf, name: str | None = None
+    ) -> str:
+        """Add linear rows in COO form (row ids local to this batch, 0..R-1; bounds scalars or length R).
+
+        ``name`` (unique) lets extensions find the batch again (``rows``, ``add_terms``); unnamed
+        batches get ``rows<k>``. Returns the batch's name.
+        """
         batch = C.RowBatch.make(rows, cols, coefs, lb, ub)
         self._check_cols(batch.cols)
+        name = f"rows{len(self.row_batches)}" if name is None else name
+        if name in self.row_names:
+            raise ConfigurationError(f"a row batch called {name!r} exists already")
         self.row_batches.append(batch)
+        self.row_names.append(name)
+        return name
+
+    def rows(self, name: str) -> C.RowBatch:
+        """The row batch called ``name`` (its current state, terms added by extensions included)."""
+        return self.row_batches[self._batch_position(name)]
+
+    def add_terms(self, name: str, rows: Any, cols: Any, coefs: Any) -> None:
+        """Append ``coefs * x[cols]`` to rows ``rows`` (local ids) of batch ``name``; bounds stay as they are."""
+        k = self._batch_position(name)
+        old = self.row_batches[k]
+        extra = C.RowBatch.make(rows, cols, coefs, old.lb, old.ub, num_rows=old.num_rows)
+        self._check_cols(extra.cols)
+        self.row_batches[k] = C.RowBatch(
+            np.concatenate([old.rows, extra.rows]),
+            np.concatenate([old.cols, extra.cols]),
+            np.concatenate([old.coefs, extra.coefs]),
+            old.lb,
+            old.ub,
+        )
+
+    def _batch_position(self, name: str) -> int:
+        try:
+            return self.row_names.index(name)
+        except ValueError:
+            named = [n for n in self.row_names if not n.startswith("rows")]
+            raise ConfigurationError(f"no row batch {name!r}; named batches: {', '.join(named)}") from None
 
     def add(self, con: LinConstraint) -> None:
         """Add one constraint built with the expression API, e.g. ``m.add(x[0] + y[1] <= 1)``."""
@@ -185,17 +260,38 @@ class Model:
         self._check_bool(b, "product factor b")
         self.products.append(C.ProductBatch(z, b, x))
 
-    def add_cumulative(self, intervals: IntervalBlock | Any, demands: Any, capacity: int | LinExpr) -> None:
-        """Sum of demands of present intervals running at any time <= capacity (an int or ``int var + const``)."""
+    def add_cumulative(
+        self, intervals: IntervalBlock | Any, demands: Any, capacity: int | LinExpr, name: str | None = None
+    ) -> None:
+        """Sum of demands of present intervals running at any time <= capacity (an int or ``int var + const``).
+
+        A ``name`` lets extensions add intervals later (``extend_cumulative``).
+        """
+        ids, d = self._interval_demands(intervals, demands)
+        col, const = self._capacity(capacity)
+        if const + (self.col_lb[col] if col >= 0 else 0) < 0:
+            raise ValueError("the capacity must be >= 0")
+        self._name_global(self.cumulative_names, name, len(self.cumulatives), "cumulative")
+        self.cumulatives.append(C.Cumulative(ids, d, const, col))
+
+    def extend_cumulative(self, name: str, intervals: IntervalBlock | Any, demands: Any) -> None:
+        """Add intervals (with their demands) to the cumulative called ``name``."""
+        k = self._global(self.cumulative_names, name, "cumulative")
+        ids, d = self._interval_demands(intervals, demands)
+        old = self.cumulatives[k]
+        self.cumulatives[k] = C.Cumulative(
+            np.concatenate([old.interval_ids, ids]), np.concatenate([old.demands, d]), old.capacity, old.capacity_col
+        )
+
+    def _interval_demands(self, intervals: IntervalBlock | Any, demands: Any) -> tuple[np.ndarray, np.ndarray]:
         ids = np.ravel(intervals.ids if isinstance(intervals, IntervalBlock) else np.asarray(intervals, dtype=np.int64))
         d = np.broadcast_to(np.asarray(demands, dtype=np.int64), ids.shape).copy()
         n_iv = sum(b.start.size for b in self.interval_blocks)
         if len(ids) and (ids.min() < 0 or ids.max() >= n_iv):
             raise ValueError(f"interval ids must lie in 0..{n_iv - 1}")
-        col, const = self._capacity(capacity)
-        if np.any(d < 0) or const + (self.col_lb[col] if col >= 0 else 0) < 0:
-            raise ValueError("demands and capacity must be >= 0")
-        self.cumulatives.append(C.Cumulative(ids, d, const, col))
+        if np.any(d < 0):
+            raise ValueError("demands must be >= 0")
+        return ids, d
 
     def add_reservoir(
         self,
@@ -204,8 +300,48 @@ class Model:
         actives: Iterable[Literal | bool] | None = None,
         min_level: int = 0,
         max_level: int = 2**62,
+        name: str | None = None,
     ) -> None:
-        """CP-SAT's ``AddReservoirConstraintWithActive`` (level starts at 0; needs min_level <= 0 <= max_level)."""
+        """CP-SAT's ``AddReservoirConstraintWithActive`` (level starts at 0; needs min_level <= 0 <= max_level).
+
+        A ``name`` lets extensions add events later (``extend_reservoir``).
+        """
+        t, ch, cols, neg = self._reservoir_events(times, changes, actives)
+        if not min_level <= 0 <= max_level:
+            raise ValueError("a reservoir needs min_level <= 0 <= max_level")
+        self._name_global(self.reservoir_names, name, len(self.reservoirs), "reservoir")
+        self.reservoirs.append(C.Reservoir(t, ch, cols, neg, int(min_level), int(max_level)))
+
+    def extend_reservoir(
+        self,
+        name: str,
+        times: Iterable[LinExpr | Number],
+        changes: Any,
+        actives: Iterable[Literal | bool] | None = None,
+    ) -> None:
+        """Add events (times, level changes, active literals) to the reservoir called ``name``."""
+        k = self._global(self.reservoir_names, name, "reservoir")
+        t, ch, cols, neg = self._reservoir_events(times, changes, actives)
+        old = self.reservoirs[k]
+        times_all = AffineBatch(
+            np.concatenate([old.times.indptr, old.times.indptr[-1] + t.indptr[1:]]),
+            np.concatenate([old.times.cols, t.cols]),
+            np.concatenate([old.times.coefs, t.coefs]),
+            np.concatenate([old.times.const, t.const]),
+        )
+        self.reservoirs[k] = C.Reservoir(
+            times_all,
+            np.concatenate([old.changes, ch]),
+            np.concatenate([old.active_cols, cols]),
+            np.concatenate([old.active_neg, neg]),
+            old.min_level,
+            old.max_level,
+            old.max_level_col,
+        )
+
+    def _reservoir_events(
+        self, times: Iterable[LinExpr | Number], changes: Any, actives: Iterable[Literal | bool] | None
+    ) -> tuple[AffineBatch, np.ndarray, np.ndarray, np.ndarray]:
         t = AffineBatch.from_exprs(times)
         ch = np.broadcast_to(np.asarray(changes, dtype=np.int64), (t.size,)).copy()
         cols = np.full(t.size, -1, dtype=np.int64)
@@ -213,11 +349,24 @@ class Model:
         for i, a in enumerate(actives if actives is not None else []):
             if a is not True:
                 cols[i], neg[i] = literal(a)
-        if not min_level <= 0 <= max_level:
-            raise ValueError("a reservoir needs min_level <= 0 <= max_level")
         self._check_cols(t.cols)
         self._check_bool(cols[cols >= 0], "reservoir active literal")
-        self.reservoirs.append(C.Reservoir(t, ch, cols, neg, int(min_level), int(max_level)))
+        return t, ch, cols, neg
+
+    @staticmethod
+    def _name_global(names: dict[str, int], name: str | None, position: int, what: str) -> None:
+        if name is None:
+            return
+        if name in names:
+            raise ConfigurationError(f"a {what} called {name!r} exists already")
+        names[name] = position
+
+    @staticmethod
+    def _global(names: dict[str, int], name: str, what: str) -> int:
+        try:
+            return names[name]
+        except KeyError:
+            raise ConfigurationError(f"no {what} {name!r}; named: {', '.join(names) or 'none'}") from None
 
     def add_all_different(self, exprs: Iterable[LinExpr | Number]) -> None:
         """The integer expressions take pairwise different values."""
@@ -235,6 +384,15 @@ class Model:
         self._check_cols(self.obj_cols)
         self.obj_offset = float(offset)
         self.sense = sense
+
+    def add_objective_terms(self, cols: Any, coefs: Any) -> None:
+        """Add ``coefs * x[cols]`` to the objective (in its sense: a cost when minimizing)."""
+        cols = np.asarray(cols, dtype=np.int64).ravel()
+        self._check_cols(cols)
+        self.obj_cols = np.concatenate([self.obj_cols, cols])
+        self.obj_coefs = np.concatenate(
+            [self.obj_coefs, np.broadcast_to(np.asarray(coefs, dtype=np.float64), cols.shape)]
+        )
 
     def minimize(self, expr: LinExpr | Number) -> None:
         """Minimize a linear expression."""
@@ -331,7 +489,8 @@ class Model:
     def copy(self) -> Model:
         """A copy sharing the (immutable) arrays; lists of blocks and batches are new."""
         m = copy.copy(self)
-        m.blocks = dict(self.blocks)
+        for attr in _DICT_ATTRS:
+            setattr(m, attr, dict(getattr(self, attr)))
         for attr in _LIST_ATTRS:
             setattr(m, attr, list(getattr(self, attr)))
         return m

@@ -1,0 +1,82 @@
+"""Heuristic planning methods by name: each returns a schedule and JSON-ready details."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from remat_models.errors import ConfigurationError
+from remat_models.graph import Graph
+from remat_models.heuristics.baselines import BASELINES
+from remat_models.schedule import Schedule
+
+FASTSA_TIME_LIMIT = 60.0  # seconds, when the caller gives none (the paper's 20M + 2M attempts can take longer)
+
+Runner = Callable[..., tuple[Schedule, dict[str, Any]]]  # (graph, budget, *, seed, time_limit, options)
+
+
+@dataclass(frozen=True)
+class Heuristic:
+    """A heuristic and whether it takes a seed, a time limit and options (baselines take none)."""
+
+    run: Runner
+    configurable: bool = False
+
+
+def _baseline(function: Callable[[Graph, int], Schedule]) -> Heuristic:
+    return Heuristic(lambda graph, budget, **_: (function(graph, budget), {}))
+
+
+def _fastsa(
+    graph: Graph,
+    budget: int,
+    *,
+    seed: int = 0,
+    time_limit: float | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> tuple[Schedule, dict[str, Any]]:
+    from remat_models.heuristics.fastsa import fastsa
+
+    result = fastsa(graph, budget, seed=seed, time_limit=time_limit or FASTSA_TIME_LIMIT, **dict(options or {}))
+    fitting = [[point.time, point.best_cost] for point in result.trajectory if point.best_peak <= budget]
+    details = {
+        "seed": seed,
+        "met_budget": result.met_budget,
+        "iterations": list(result.iterations),
+        "search_time_s": result.wall_time,
+        "compile_time_s": result.compile_time,
+        "time_to_first_s": fitting[0][0] if fitting else None,
+        "trajectory": fitting,  # (seconds, best cost) of best states within the budget
+    }
+    return result.schedule, details
+
+
+HEURISTICS: dict[str, Heuristic] = {
+    **{name: _baseline(function) for name, function in BASELINES.items()},
+    "fastsa": Heuristic(_fastsa, configurable=True),
+}
+
+
+def register_heuristic(name: str, heuristic: Heuristic) -> None:
+    """Register a heuristic method under ``name``."""
+    HEURISTICS[name] = heuristic
+
+
+def run_heuristic(
+    name: str,
+    graph: Graph,
+    budget: int,
+    *,
+    seed: int = 0,
+    time_limit: float | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> tuple[Schedule, dict[str, Any]]:
+    """Run the heuristic ``name``; options and a time limit only where it takes them."""
+    heuristic = HEURISTICS.get(name)
+    if heuristic is None:
+        raise ConfigurationError(f"unknown method {name!r}; choose one of {', '.join(HEURISTICS)}")
+    if not heuristic.configurable and (options or time_limit is not None):
+        takes = ", ".join(n for n, h in HEURISTICS.items() if h.configurable)
+        raise ConfigurationError(f"method {name!r} takes no options or time limit ({takes} do)")
+    return heuristic.run(graph, budget, seed=seed, time_limit=time_limit, options=options)
