@@ -20,6 +20,7 @@ from typing import Any
 from remat_models.bench.methods import MethodSpec
 from remat_models.bench.outcome import outcome_of
 from remat_models.bench.sweep import RunSpec
+from remat_models.bench.watchdog import start_watchdog
 from remat_models.errors import ConfigurationError, GraphError
 from remat_models.io import read_graph, write_json_atomic, write_schedule
 from remat_models.planner import PlanResult, plan
@@ -102,6 +103,7 @@ def main() -> None:
     """Read the task from stdin, run it, write the outcome atomically to argv[1]."""
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     run = RunSpec.from_task(json.load(sys.stdin))
+    start_watchdog(Path(sys.argv[1]).parent, run.time_limit + run.grace)
     write_json_atomic(sys.argv[1], execute(run))
 
 

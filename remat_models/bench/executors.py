@@ -92,18 +92,22 @@ def run_sweep(
 ) -> list[Record]:
     """Run what ``results`` does not hold yet, appending each record as it finishes; return the new records.
 
+    The results file is checked to be writable and locked before the first run (see ``ResultStore.exclusive``).
+
     ``on_start(pending, skipped)`` is called once before the first run, ``on_record`` after each.
     """
     store = ResultStore(results)
-    done = finished_ids(store.read(), retry_failed=retry_failed)
-    pending = [run for run in runs if run.run_id not in done]
-    log.info("%d runs, %d already in %s, %d to run", len(runs), len(runs) - len(pending), store.path, len(pending))
-    if on_start is not None:
-        on_start(len(pending), len(runs) - len(pending))
-    records = []
-    for record in (executor or LocalExecutor()).map([run.to_task() for run in pending]):
-        store.append(record)
-        records.append(record)
-        if on_record is not None:
-            on_record(record)
+    with store.exclusive():  # writable, and no other sweep runs the same jobs meanwhile
+        done = finished_ids(store.read(), retry_failed=retry_failed)
+        pending = [run for run in runs if run.run_id not in done]
+        skipped = len(runs) - len(pending)
+        log.info("%d runs, %d already in %s, %d to run", len(runs), skipped, store.path, len(pending))
+        if on_start is not None:
+            on_start(len(pending), skipped)
+        records = []
+        for record in (executor or LocalExecutor()).map([run.to_task() for run in pending]):
+            store.append(record)
+            records.append(record)
+            if on_record is not None:
+                on_record(record)
     return records

@@ -2,7 +2,8 @@
 
 A fresh interpreter (``subprocess``, not ``fork``) is safe for OR-Tools and HiGHS threads and works inside
 daemonic Dask workers, which may not start ``multiprocessing`` children. The child gets its own session so
-a kill also takes down whatever it started (e.g. a MiniZinc process).
+a kill also takes down whatever it started (e.g. a MiniZinc process); it watches this process and its own
+deadline (:mod:`remat_models.bench.watchdog`), so a sweep that is killed outright leaves nothing running.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 
 from remat_models.bench.outcome import OUTCOME_FIELDS, machine, versions
 from remat_models.bench.sweep import RunSpec
+from remat_models.bench.watchdog import PARENT_ENV
 
 log = logging.getLogger(__name__)
 _STDERR_TAIL = 2000
@@ -55,6 +57,7 @@ def run_isolated(task: dict[str, Any]) -> dict[str, Any]:
                 stdout=output,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                env={**os.environ, PARENT_ENV: str(os.getpid())},  # the child stops if this process dies
             )
             with _LIVE_LOCK:
                 _LIVE.add(process)

@@ -121,9 +121,31 @@ def method_from_mapping(data: Mapping[str, Any]) -> MethodSpec:
         workers=int(data.get("workers", 1)),
         paper=data.get("paper"),
     )
+    _check_known(spec)
     label = data.get("label") or _default_label(spec)
     paper = spec.paper if spec.paper is not None else _family(spec)
     return replace(spec, label=str(label), paper=paper)
+
+
+def _check_known(spec: MethodSpec) -> None:
+    """Refuse a misspelled method, formulation, backend or approximation when the sweep is loaded, not per run."""
+    from remat_models.backends import backend_class
+    from remat_models.formulations import formulation_names
+    from remat_models.planner import methods
+
+    known = {
+        "method": (spec.name, list(methods())),
+        "formulation": (spec.formulation, formulation_names()),
+        "warm start (init)": (spec.init, list(methods())),
+    }
+    for what, (value, names) in known.items():
+        if value is not None and value not in names:
+            raise ConfigurationError(f"unknown {what} {value!r}; choose one of {', '.join(names)}")
+    if spec.formulation is not None and spec.approx is None:
+        name, _, option = spec.backend.partition(":")
+        cls = backend_class(name)  # ConfigurationError naming the known backends
+        if option and option not in cls.options:
+            raise ConfigurationError(f"backend {name!r} has no option {option!r}; options: {', '.join(cls.options)}")
 
 
 def _seeds(value: Any) -> tuple[int, ...] | None:

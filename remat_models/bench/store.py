@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import logging
 import math
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from remat_models.errors import ConfigurationError
+from remat_models.errors import ConfigurationError, OutputError
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +52,33 @@ class ResultStore:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Hold the results file for one sweep: it must be writable now, and no other sweep may hold it.
+
+        Raises OutputError at once when the file cannot be created or appended to (before any run),
+        and ConfigurationError when another ``remat bench run`` holds it (which would run the same jobs).
+        A file this call created and nothing was appended to is removed again.
+        """
+        created = not self.path.exists()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)
+        except OSError as error:
+            raise OutputError(f"{self.path}: cannot write results: {error.strerror or error}") from error
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise ConfigurationError(
+                    f"{self.path} is being written by another `remat bench run`; wait for it, or give another -o"
+                ) from None
+            yield
+        finally:
+            if created and os.fstat(fd).st_size == 0:
+                self.path.unlink(missing_ok=True)
+            os.close(fd)
 
     def read(self) -> list[dict[str, Any]]:
         """All complete records so far."""
