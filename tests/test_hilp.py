@@ -1,0 +1,110 @@
+"""Flat H-ILP (one level): equals Checkmate and brute force, chain optima, accounting (spec T1, T2, T7, T12)."""
+
+from __future__ import annotations
+
+import pytest
+from checkmate_graphs import budgets, random_dag, tiny_graphs, tiny_unet
+
+from remat_models.backends import SolveLimits, SolveStatus, available, get_backend
+from remat_models.errors import RematError
+from remat_models.exhaustive import exhaustive_optimum
+from remat_models.formulations.checkmate import CHECKMATE
+from remat_models.formulations.hilp import HILP
+from remat_models.heuristics.griewank import griewank_budget
+from remat_models.io import linear_chain, random_layered
+from remat_models.model import constructs
+from remat_models.model.lowering import estimate, lower
+from remat_models.schedule import input_order_peak, input_order_schedule, simulate
+
+LIMITS = SolveLimits(time_limit=60)
+
+
+def solve_flat(graph, budget, backend="highs"):
+    """Build the flat H-ILP for ``backend``, solve, check the decoded schedule against the simulator."""
+    solver = get_backend(backend)
+    built = HILP.build(graph, budget, {"integral_memory": constructs.CONTINUOUS not in solver.native_constructs})
+    result = solver.solve(built.model, LIMITS)
+    if not result.has_solution:
+        return result.status, None
+    schedule = HILP.decode(built, result.values)
+    sim = simulate(graph, schedule)
+    objective = built.cost(result.objective)
+    assert sim.peak <= budget
+    assert sim.total_cost == pytest.approx(objective)
+    assert sim.peak <= built.peak_bound(result.values) + 1e-6 * budget
+    return result.status, objective
+
+
+@pytest.mark.parametrize("backend", ["highs", "cpsat"])
+def test_flat_hilp_equals_checkmate_and_brute_force(backend) -> None:
+    for graph in [*tiny_graphs(), tiny_unet()]:
+        for budget in budgets(graph):
+            status, objective = solve_flat(graph, budget, backend)
+            truth = exhaustive_optimum(graph, budget, "staged")
+            if truth is None:
+                assert status == SolveStatus.INFEASIBLE, (graph.name, budget)
+                continue
+            assert status == SolveStatus.OPTIMAL
+            assert objective == pytest.approx(truth.cost), (graph.name, budget)
+            cm = get_backend("highs").solve(CHECKMATE.build(graph, budget).model, LIMITS)
+            assert objective == pytest.approx(CHECKMATE.build(graph, budget).cost(cm.objective))
+
+
+CHAIN_OPTIMA = {
+    3: (3, [10, 8, 7]),
+    4: (3, [15, 11, 10, 9]),
+    5: (3, [21, 14, 13, 12]),
+    6: (3, [28, 18, 16, 15, 14, 13]),
+    8: (3, [45, 26, 22, 21, 20, 19, 18, 17]),
+}
+CHEAP = {8: (4, 10)}  # the tight and loose ends of the longer chain keep the test short
+
+
+@pytest.mark.parametrize("n", sorted(CHAIN_OPTIMA))
+def test_chain_optima(n) -> None:
+    first, costs = CHAIN_OPTIMA[n]
+    graph = linear_chain(n)
+    for budget, cost in enumerate(costs, start=first):
+        if n in CHEAP and budget not in CHEAP[n]:
+            continue
+        status, objective = solve_flat(graph, budget)
+        assert status == SolveStatus.OPTIMAL and objective == pytest.approx(cost), (n, budget)
+        try:
+            revolve = simulate(graph, griewank_budget(graph, budget))
+        except RematError:
+            continue
+        if revolve.peak <= budget:
+            assert objective <= revolve.total_cost + 1e-9
+
+
+@pytest.mark.parametrize("backend", [b for b in available() if b not in ("highs", "cpsat")])
+def test_flat_hilp_same_optimum_on_other_backends(backend) -> None:
+    for graph, budget in [(linear_chain(4), 4), (tiny_unet(), 14), (random_dag(6, 3, workspace=True), 14)]:
+        _, reference = solve_flat(graph, budget, "highs")
+        status, objective = solve_flat(graph, budget, backend)
+        assert status == SolveStatus.OPTIMAL and objective == pytest.approx(reference), (backend, graph.name)
+
+
+def test_loose_budget_costs_the_sum_of_costs() -> None:
+    for graph in (linear_chain(12), tiny_unet()):
+        _, objective = solve_flat(graph, input_order_peak(graph))
+        assert objective == pytest.approx(graph.total_cost)
+
+
+def test_checkpoint_all_hints_are_a_feasible_assignment_with_the_simulated_peak() -> None:
+    graphs = (linear_chain(5), tiny_unet(), random_layered(9, seed=2), random_dag(7, 1, workspace=True, fixed=True))
+    for graph in graphs:
+        budget = input_order_peak(graph)
+        built = HILP.build(graph, budget)
+        values = HILP.hints(built, input_order_schedule(graph))
+        assert built.model.check(values) == []
+        assert built.peak_bound(values) == pytest.approx(budget)
+        assert built.cost(built.model.objective_value(values)) == pytest.approx(graph.total_cost)
+
+
+def test_estimate_matches_the_lowered_size() -> None:
+    built = HILP.build(tiny_unet(), 14, {"integral_memory": True})
+    native = get_backend("cpsat").native_constructs
+    size = estimate(built.model, native)
+    lowered = lower(built.model, native).model
+    assert (size.variables, size.constraints) == (lowered.num_cols, lowered.num_rows)
