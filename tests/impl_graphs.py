@@ -73,3 +73,46 @@ def a4_conv() -> Graph:
 
 
 A4_OPTIMA = {3: None, 4: 4.0, 5: 4.0, 6: 3.0, 7: 3.0, 8: 2.0}
+
+
+def random_impl_training(seed: int, k: int = 3) -> Graph:
+    """A small training chain f0..f{k-1}, loss, b{k-1}..b0 with random sizes, costs and implementations.
+
+    Forward nodes may get an in-place impl (over their input) or a sign-mask impl (aux value m_i);
+    backward nodes read the gradient plus their forward node's output (impl 0), its input
+    (input-activated) or its mask.
+    """
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    mem = [int(rng.integers(1, 4)) for _ in range(k)]
+    inplace = [i >= 1 and rng.random() < 0.5 for i in range(k)]
+    for i in range(k):
+        if inplace[i]:
+            mem[i] = mem[i - 1]
+    masked = [rng.random() < 0.5 for _ in range(k)]
+    nodes = [Node(f"f{i}", float(rng.integers(1, 4)), mem[i], kind=F) for i in range(k)]
+    nodes += [Node(f"m{i}", 0.0, 1, kind=F) for i in range(k) if masked[i]]
+    nodes.append(Node("loss", 1.0, 1, kind=L))
+    nodes += [Node(f"b{i}", float(rng.integers(1, 3)), int(rng.integers(1, 4)), kind=B) for i in reversed(range(k))]
+    edges = [(f"f{i - 1}", f"f{i}") for i in range(1, k)] + [(f"f{k - 1}", "loss"), ("loss", f"b{k - 1}")]
+    edges += [(f"b{i + 1}", f"b{i}") for i in range(k - 1)] + [(f"f{i}", f"b{i}") for i in range(k)]
+    graph = Graph(nodes, edges, outputs=["b0"], name=f"random_impls_{seed}")
+    impls: dict[str, list[Impl]] = {}
+    for i in range(k):
+        cost = float(graph.cost[graph.index[f"f{i}"]])
+        options = [Impl("plain", cost)]
+        if inplace[i]:
+            options.append(Impl("inplace", cost + 0.5, inplace_of=f"f{i - 1}", tag="inplace"))
+        if masked[i]:
+            options.append(Impl("mask", cost + 0.25, aux=(f"m{i}",), tag="intermediate"))
+        impls[f"f{i}"] = options
+        grad = "loss" if i == k - 1 else f"b{i + 1}"
+        bcost = float(graph.cost[graph.index[f"b{i}"]])
+        backward = [Impl("output", bcost, reads=(grad, f"f{i}"))]
+        if i >= 1:
+            backward.append(Impl("input", bcost, reads=(grad, f"f{i - 1}"), tag="input_act"))
+        if masked[i]:
+            backward.append(Impl("mask", bcost, reads=(grad, f"m{i}"), tag="intermediate"))
+        impls[f"b{i}"] = backward
+    return with_impls(graph, impls)

@@ -42,6 +42,7 @@ _REGISTRY: dict[str, str] = {
     "checkmate": "remat_models.formulations.checkmate:CHECKMATE",
     "moccasin": "remat_models.formulations.moccasin:MOCCASIN",
     "hilp": "remat_models.formulations.hilp:HILP",
+    "monet": "remat_models.formulations.monet:MONET",
 }
 
 # name -> (formulation it approximates, "module:function")
