@@ -17,6 +17,7 @@ from remat_models.graph import Graph
 from remat_models.heuristics.registry import HEURISTICS, run_heuristic
 from remat_models.optimize import approximate, solve_model
 from remat_models.schedule import Schedule, SimulationResult, input_order_peak, simulate
+from remat_models.transfer import transfer_of
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +172,8 @@ def plan(
     simulation = None
     if schedule is not None:
         reuse = outcome is not None and schedule is outcome.schedule and outcome.simulation is not None
-        simulation = outcome.simulation if reuse else simulate(graph, schedule)  # type: ignore[union-attr]
+        transfer = transfer_of(extensions)
+        simulation = outcome.simulation if reuse else simulate(graph, schedule, transfer)  # type: ignore[union-attr]
     if simulation is not None:
         status = PlanStatus.WITHIN_BUDGET if simulation.fits(budget) else PlanStatus.OVER_BUDGET
         log.info(

@@ -199,3 +199,15 @@ class HostTier:
     def makespan(self) -> float:
         """End of the last stream: compute + transfers in serial mode."""
         return max(self.clock, self.out_end, self.in_end)
+
+
+def transfer_of(extensions: Iterable[object]) -> TransferModel | None:
+    """The transfer model that applied extensions price Offload/Prefetch with (None when none moves values).
+
+    An extension that inserts transfer steps carries its model as ``transfer``; schedules decoded with
+    it are simulated under that model.
+    """
+    models = {model for extension in extensions if (model := getattr(extension, "transfer", None)) is not None}
+    if len(models) > 1:
+        raise ConfigurationError(f"the extensions use {len(models)} different transfer models; give one")
+    return next(iter(models), None)

@@ -19,6 +19,7 @@ from remat_models.model import Model, SolveResult, SolveStatus
 from remat_models.model import constructs as C
 from remat_models.model.index import IndexMap
 from remat_models.schedule import Schedule, Step, eager_frees
+from remat_models.transfer import transfer_of
 
 log = logging.getLogger(__name__)
 
@@ -237,6 +238,7 @@ class FormulationBase:
             status=status or result.status,
             schedule=None if values is None else self.decode(built, values),
             graph=built.graph,
+            transfer=transfer_of(built.applied),
             objective=None if values is None else built.cost(built.model.objective_value(values)),
             bound=built.cost(result.bound),
             model_peak=None if values is None else built.peak_bound(values),

@@ -78,8 +78,16 @@ class MoccasinModel(BuiltModel):
         )
 
     def peak_bound(self, values: Mapping[str, np.ndarray]) -> int:
-        """The model's memory peak in bytes for a solution's values (bounds the simulated peak)."""
-        return self.peak(self.interval_values(values))
+        """The model's memory peak in bytes for a solution's values (bounds the simulated peak).
+
+        An applied extension that adds intervals to the cumulative reports the peak with them (``peak_bound``).
+        """
+        bound = self.peak(self.interval_values(values))
+        for extension in self.applied:
+            extra = getattr(extension, "peak_bound", None)
+            if extra is not None:
+                bound = max(bound, extra(self, values) or 0)
+        return bound
 
     def peak(self, intervals: IntervalValues) -> int:
         """Memory (bytes, fixed memory included) the cumulative counts at its fullest event for these intervals."""

@@ -11,6 +11,7 @@ import numpy as np
 from remat_models.graph import Graph
 from remat_models.model import SolveResult, SolveStatus
 from remat_models.schedule import Schedule, SimulationResult, simulate
+from remat_models.transfer import TransferModel
 
 
 @dataclass
@@ -42,9 +43,12 @@ class SolveOutcome:
     details: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, *, graph: Graph, schedule: Schedule | None, **fields: Any) -> SolveOutcome:
-        """An outcome whose schedule (if any) is simulated on ``graph``."""
-        return cls(schedule=schedule, simulation=None if schedule is None else simulate(graph, schedule), **fields)
+    def of(
+        cls, *, graph: Graph, schedule: Schedule | None, transfer: TransferModel | None = None, **fields: Any
+    ) -> SolveOutcome:
+        """An outcome whose schedule (if any) is simulated on ``graph`` (transfer steps priced by ``transfer``)."""
+        simulation = None if schedule is None else simulate(graph, schedule, transfer)
+        return cls(schedule=schedule, simulation=simulation, **fields)
 
     @property
     def has_schedule(self) -> bool:

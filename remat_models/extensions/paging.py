@@ -1,0 +1,118 @@
+"""The ``paging`` plug-in: offload values to the host and prefetch them back, priced by a TransferModel.
+
+One ``Paging(transfer, nodes=None, min_bytes=0)`` object works on Checkmate (POET-style ``H``,
+``IN``, ``OUT`` blocks, ``paging_checkmate``) and on Moccasin (fetch intervals,
+``paging_moccasin``). Its ``events`` insert the Offload/Prefetch steps into the decoded compute
+sequence; decoded schedules are simulated with ``transfer`` (serial mode: the objective is compute
+plus transfer time, exactly the simulated total cost).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from remat_models.errors import ConfigurationError
+from remat_models.graph import Graph
+from remat_models.schedule import Schedule
+from remat_models.transfer import TransferModel
+
+
+@dataclass(frozen=True)
+class Paging:
+    """Let the solver page values out to the host and back (serial transfers, POET semantics).
+
+    ``nodes`` (names or indices; None: all) and ``min_bytes`` restrict which values may be paged;
+    graph outputs never are. ``Paging(nodes=[])`` leaves the model's optimum unchanged.
+    """
+
+    transfer: TransferModel
+    nodes: tuple[int | str, ...] | None = None
+    min_bytes: int = 0
+    fetches: int = 1  # Moccasin: fetch intervals per paged node
+    name: ClassVar[str] = "paging"
+    supports: ClassVar[frozenset[str]] = frozenset({"checkmate", "moccasin"})
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.transfer, TransferModel):
+            raise ConfigurationError(f"Paging needs a TransferModel, got {self.transfer!r}")
+        if self.transfer.mode != "serial":
+            raise ConfigurationError("the paging plug-in models serial transfers (mode='serial') only")
+        if self.nodes is not None and not isinstance(self.nodes, tuple):
+            object.__setattr__(self, "nodes", tuple(self.nodes))
+        if self.fetches < 0:
+            raise ConfigurationError(f"Paging fetches must be >= 0, got {self.fetches}")
+        if self.min_bytes < 0:
+            raise ConfigurationError(f"Paging min_bytes must be >= 0, got {self.min_bytes}")
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any]) -> Paging:
+        """From CLI options (``--with paging:bw=2e9,latency=1e-5,host=64GiB,min_bytes=1MiB,nodes=a;b``)."""
+        from remat_models.budget import parse_size
+
+        rest = dict(options)
+        nodes = rest.pop("nodes", None)
+        min_bytes = parse_size(rest.pop("min_bytes", 0))
+        fetches = int(rest.pop("fetches", 1))
+        if isinstance(nodes, str):
+            nodes = tuple(name for name in nodes.replace(";", " ").split() if name)
+        return cls(TransferModel.from_options(rest), nodes=nodes, min_bytes=min_bytes, fetches=fetches)
+
+    def paged_nodes(self, graph: Graph) -> np.ndarray:
+        """Sorted ids of the nodes whose values may be paged: listed, ``mem >= min_bytes``, not graph outputs."""
+        allowed = np.zeros(graph.n, dtype=bool)
+        if self.nodes is None:
+            allowed[:] = True
+        else:
+            allowed[_node_ids(graph, self.nodes)] = True
+        allowed &= graph.mem >= self.min_bytes
+        allowed &= graph.mem > 0
+        allowed[graph.outputs] = False
+        return np.flatnonzero(allowed)
+
+    def _part(self, built: Any) -> Any:
+        formulation = getattr(built, "formulation", "")
+        if formulation == "checkmate":
+            from remat_models.extensions import paging_checkmate
+
+            return paging_checkmate
+        if formulation == "moccasin":
+            from remat_models.extensions import paging_moccasin
+
+            return paging_moccasin
+        raise ConfigurationError(f"paging supports {', '.join(sorted(self.supports))}, not {formulation!r}")
+
+    def apply(self, built: Any) -> None:
+        """Add the paging blocks, rows and objective terms to ``built``."""
+        self._part(built).apply(self, built)
+
+    def events(self, built: Any, values: Mapping[str, np.ndarray], sequence: list[Any]) -> list[Any]:
+        """Insert the chosen Offload/Prefetch steps into the decoded compute sequence."""
+        return self._part(built).events(self, built, values, sequence)
+
+    def peak_bound(self, built: Any, values: Mapping[str, np.ndarray]) -> float | None:
+        """The model's peak with the paging intervals (Moccasin); None where the base rows already count them."""
+        part = self._part(built)
+        bound = getattr(part, "peak_bound", None)
+        return None if bound is None else bound(self, built, values)
+
+    def hints(self, built: Any, schedule: Schedule) -> dict[str, np.ndarray]:
+        """No paging (all zeros): a valid warm start for every schedule of the base formulation."""
+        return self._part(built).hints(self, built, schedule)
+
+
+def _node_ids(graph: Graph, nodes: Iterable[int | str]) -> np.ndarray:
+    ids = []
+    for node in nodes:
+        if isinstance(node, str):
+            if node not in graph.index:
+                raise ConfigurationError(f"paging: unknown node {node!r} in graph {graph.name!r}")
+            ids.append(graph.index[node])
+        else:
+            if not 0 <= int(node) < graph.n:
+                raise ConfigurationError(f"paging: node index {node} outside the {graph.n}-node graph")
+            ids.append(int(node))
+    return np.asarray(ids, dtype=np.int64)
