@@ -84,11 +84,13 @@ def test_small_graphs_decode_within_the_model(formulation, backend, speed, name)
 
 
 def test_paging_options_and_errors() -> None:
-    paging = Paging.from_options({"bw": "2", "latency": "0.5", "host": "1KiB", "min_bytes": "2", "nodes": "a;b"})
+    paging = Paging(bw=2, latency=0.5, host="1KiB", min_bytes="2", nodes="a;b")
     assert paging.transfer == TransferModel(out_bw=2, in_bw=2, out_latency=0.5, in_latency=0.5, host_capacity=1024)
     assert paging.nodes == ("a", "b") and paging.min_bytes == 2
     assert paging.paged_nodes(c1_graph()).tolist() == [0, 1]
     assert Paging(c1_transfer()).paged_nodes(c1_graph()).tolist() == [0, 1, 2]  # the output d is never paged
+    with pytest.raises(ConfigurationError, match="not both"):
+        Paging(c1_transfer(), bw=2)
     with pytest.raises(ConfigurationError, match="serial transfers"):
         Paging(c1_transfer(mode="overlap"))
     with pytest.raises(ConfigurationError, match="unknown node 'zz'"):

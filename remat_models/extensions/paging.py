@@ -10,7 +10,6 @@ plus transfer time, exactly the simulated total cost).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -21,45 +20,50 @@ from remat_models.schedule import Schedule
 from remat_models.transfer import TransferModel
 
 
-@dataclass(frozen=True)
 class Paging:
     """Let the solver page values out to the host and back (serial transfers, POET semantics).
 
-    ``nodes`` (names or indices; None: all) and ``min_bytes`` restrict which values may be paged;
-    graph outputs never are. ``Paging(nodes=[])`` leaves the model's optimum unchanged.
+    ``Paging(TransferModel(...))``, or the transfer model's CLI keys directly: ``Paging(bw=2e9,
+    latency=1e-5, host=2**36)`` (``out_bw``, ``in_bw``, ``out_latency``, ``in_latency``, ``host``; see
+    ``TransferModel.from_options``), which is what ``--with paging:bw=2e9,host=64GiB`` calls.
+    ``nodes`` (names or indices, or one string ``"a;b"``; None: all) and ``min_bytes`` restrict which
+    values may be paged; graph outputs never are. ``Paging(..., nodes=[])`` leaves the optimum unchanged.
+    ``fetches`` is the number of fetch intervals per paged node on Moccasin.
     """
 
-    transfer: TransferModel
-    nodes: tuple[int | str, ...] | None = None
-    min_bytes: int = 0
-    fetches: int = 1  # Moccasin: fetch intervals per paged node
     name: ClassVar[str] = "paging"
     supports: ClassVar[frozenset[str]] = frozenset({"checkmate", "moccasin"})
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.transfer, TransferModel):
-            raise ConfigurationError(f"Paging needs a TransferModel, got {self.transfer!r}")
-        if self.transfer.mode != "serial":
-            raise ConfigurationError("the paging plug-in models serial transfers (mode='serial') only")
-        if self.nodes is not None and not isinstance(self.nodes, tuple):
-            object.__setattr__(self, "nodes", tuple(self.nodes))
-        if self.fetches < 0:
-            raise ConfigurationError(f"Paging fetches must be >= 0, got {self.fetches}")
-        if self.min_bytes < 0:
-            raise ConfigurationError(f"Paging min_bytes must be >= 0, got {self.min_bytes}")
-
-    @classmethod
-    def from_options(cls, options: Mapping[str, Any]) -> Paging:
-        """From CLI options (``--with paging:bw=2e9,latency=1e-5,host=64GiB,min_bytes=1MiB,nodes=a;b``)."""
+    def __init__(
+        self,
+        transfer: TransferModel | None = None,
+        nodes: Iterable[int | str] | str | None = None,
+        min_bytes: int | str = 0,
+        fetches: int = 1,
+        **transfer_options: Any,
+    ) -> None:
         from remat_models.budget import parse_size
 
-        rest = dict(options)
-        nodes = rest.pop("nodes", None)
-        min_bytes = parse_size(rest.pop("min_bytes", 0))
-        fetches = int(rest.pop("fetches", 1))
+        if transfer is None:
+            transfer = TransferModel.from_options(transfer_options)
+        elif transfer_options:
+            extra = sorted(transfer_options)
+            raise ConfigurationError(f"Paging takes a TransferModel or its options, not both: {extra}")
+        if not isinstance(transfer, TransferModel):
+            raise ConfigurationError(f"Paging needs a TransferModel, got {transfer!r}")
+        if transfer.mode != "serial":
+            raise ConfigurationError("the paging plug-in models serial transfers (mode='serial') only")
         if isinstance(nodes, str):
-            nodes = tuple(name for name in nodes.replace(";", " ").split() if name)
-        return cls(TransferModel.from_options(rest), nodes=nodes, min_bytes=min_bytes, fetches=fetches)
+            nodes = [name for name in nodes.replace(";", " ").split() if name]
+        self.transfer = transfer
+        self.nodes: tuple[int | str, ...] | None = None if nodes is None else tuple(nodes)
+        self.min_bytes = parse_size(min_bytes)
+        self.fetches = int(fetches)
+        if self.fetches < 0:
+            raise ConfigurationError(f"Paging fetches must be >= 0, got {fetches}")
+
+    def __repr__(self) -> str:
+        return f"Paging({self.transfer!r}, nodes={self.nodes!r}, min_bytes={self.min_bytes}, fetches={self.fetches})"
 
     def paged_nodes(self, graph: Graph) -> np.ndarray:
         """Sorted ids of the nodes whose values may be paged: listed, ``mem >= min_bytes``, not graph outputs."""
