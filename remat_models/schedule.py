@@ -296,7 +296,9 @@ def _as_step(item: int | Step | tuple[int, int]) -> Step:
 
 
 def input_order_schedule(graph: Graph) -> Schedule:
-    """Every node once, in the graph's input order, with eager frees (checkpoint-all)."""
+    """Every node once, in the graph's input order, with eager frees (checkpoint-all; impl 0, aux values skipped)."""
+    if graph.impl_table is not None:
+        return eager_frees(graph, graph.order[graph.aux_of[graph.order] < 0])
     return eager_frees(graph, graph.order)
 
 

@@ -134,6 +134,7 @@ class Monet(FormulationBase):
     options_type: ClassVar[type] = MonetOptions
     default_backend: ClassVar[str] = "highs"
     integral_option: ClassVar[str | None] = "integral_memory"
+    supports_impls: ClassVar[bool] = True  # the planner hands it graphs with implementations as they are
 
     def build(self, graph: Graph, budget: int, options: MonetOptions | Mapping[str, Any] | None = None) -> MonetModel:
         """Build the program of ``graph`` under ``budget`` bytes."""
