@@ -75,7 +75,7 @@ def a4_conv() -> Graph:
 A4_OPTIMA = {3: None, 4: 4.0, 5: 4.0, 6: 3.0, 7: 3.0, 8: 2.0}
 
 
-def random_impl_training(seed: int, k: int = 3) -> Graph:
+def random_impl_training(seed: int, k: int = 3, masks: bool = True) -> Graph:
     """A small training chain f0..f{k-1}, loss, b{k-1}..b0 with random sizes, costs and implementations.
 
     Forward nodes may get an in-place impl (over their input) or a sign-mask impl (aux value m_i);
@@ -90,7 +90,7 @@ def random_impl_training(seed: int, k: int = 3) -> Graph:
     for i in range(k):
         if inplace[i]:
             mem[i] = mem[i - 1]
-    masked = [rng.random() < 0.5 for _ in range(k)]
+    masked = [masks and rng.random() < 0.5 for _ in range(k)]
     nodes = [Node(f"f{i}", float(rng.integers(1, 4)), mem[i], kind=F) for i in range(k)]
     nodes += [Node(f"m{i}", 0.0, 1, kind=F) for i in range(k) if masked[i]]
     nodes.append(Node("loss", 1.0, 1, kind=L))

@@ -41,7 +41,7 @@ def test_json_round_trip_keeps_impls_and_hash() -> None:
     data = graph_to_dict(a2_mask())
     assert data["nodes"][2]["aux_of"] == "r" and "impls" not in data["nodes"][2]
     data["nodes"][2]["aux_of"] = None
-    with pytest.raises(GraphError, match="'m'.*aux_of"):
+    with pytest.raises(GraphError, match=r"'m'.*aux_of"):
         graph_from_dict(data)
 
 

@@ -43,6 +43,7 @@ _REGISTRY: dict[str, str] = {
     "moccasin": "remat_models.formulations.moccasin:MOCCASIN",
     "hilp": "remat_models.formulations.hilp:HILP",
     "monet": "remat_models.formulations.monet:MONET",
+    "checkmate-impls": "remat_models.formulations.checkmate_impls:CHECKMATE_IMPLS",
 }
 
 # name -> (formulation it approximates, "module:function")

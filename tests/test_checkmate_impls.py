@@ -1,0 +1,63 @@
+"""Checkmate with implementations (spec A.6): spec cases A1, A3, A4, exhaustive cross-checks, warm starts."""
+
+from __future__ import annotations
+
+import pytest
+from impl_graphs import (
+    A1_OPTIMA,
+    A3_OPTIMA,
+    A4_OPTIMA,
+    a1_inplace,
+    a2_mask,
+    a3_inplace_output,
+    a4_conv,
+    random_impl_training,
+)
+
+from remat_models.backends import SolveLimits
+from remat_models.errors import ConfigurationError
+from remat_models.exhaustive import exhaustive_optimum
+from remat_models.formulations.checkmate_impls import CHECKMATE_IMPLS
+from remat_models.optimize import solve_model
+from remat_models.schedule import input_order_peak, simulate
+
+LIMITS = SolveLimits(time_limit=30)
+
+
+def solved_cost(graph, budget: int, backend: str = "highs", init=None) -> float | None:
+    out = solve_model(graph, budget, "checkmate-impls", backend, limits=LIMITS, init=init)
+    if out.schedule is None:
+        return None
+    sim = simulate(graph, out.schedule)
+    assert sim.peak <= out.model_peak + 1e-6 <= budget + 1e-6
+    return round(sim.total_cost, 9)
+
+
+@pytest.mark.parametrize("backend", ["highs", "cpsat"])
+@pytest.mark.parametrize(
+    ("make", "optima"), [(a1_inplace, A1_OPTIMA), (a3_inplace_output, A3_OPTIMA), (a4_conv, A4_OPTIMA)]
+)
+def test_spec_cases(make, optima: dict, backend: str) -> None:
+    graph = make()
+    for budget, expected in optima.items():
+        assert solved_cost(graph, budget, backend) == expected
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_equals_the_staged_brute_force_and_takes_its_schedule_as_a_warm_start(seed: int) -> None:
+    graph = random_impl_training(seed, masks=False)
+    low, high = graph.lower_bound, input_order_peak(graph)
+    for budget in sorted({low, (low + high) // 2, high}):
+        found = exhaustive_optimum(graph, budget, "staged")
+        assert solved_cost(graph, budget) == (None if found is None else round(found.cost, 9))
+        if found is not None:
+            built = CHECKMATE_IMPLS.build(graph, budget)
+            values = CHECKMATE_IMPLS.hints(built, found.schedule)
+            assert built.model.check(values) == []
+            assert built.cost(built.model.objective_value(values)) == pytest.approx(found.cost, rel=1e-5)
+            assert solved_cost(graph, budget, init=found.schedule) == round(found.cost, 9)
+
+
+def test_aux_values_are_refused() -> None:
+    with pytest.raises(ConfigurationError, match="aux values such as 'm'; use monet"):
+        CHECKMATE_IMPLS.build(a2_mask(), 12)
