@@ -135,14 +135,23 @@ def plan(
     extensions: Sequence[Extension] = (),
     seed: int = 0,
     workers: int = 1,
+    impls: bool = True,
 ) -> PlanResult:
     """Plan ``graph`` under ``budget`` bytes with a heuristic ``method`` or a ``formulation`` on a ``backend``.
 
     ``backend`` defaults to the formulation's own; ``approx`` names an approximation of the formulation
     (e.g. ``"lp-rounding"`` of checkmate); ``options`` go to the formulation (or approximation, or FastSA);
     ``extensions`` add constraints to the formulation's model; ``init`` (a heuristic name or a Schedule)
-    warm-starts a solver. The result is always re-simulated.
+    warm-starts a solver. The result is always re-simulated. On a graph with operator implementations,
+    a method that does not choose them plans the default view, then (``impls``) greedily switches steps
+    to cheaper implementations; with ``impls=False`` every method plans the default view.
     """
+    if graph.impl_table is not None:  # operator implementations: see remat_models/impl_planning.py
+        arguments = {key: value for key, value in locals().items() if key not in ("graph", "budget", "impls")}
+        from remat_models.impl_planning import plan_default_view, supports_impls
+
+        if not (impls and supports_impls(formulation)):
+            return plan_default_view(graph, budget, greedy=impls, **arguments)
     if (method is None) == (formulation is None):
         raise ConfigurationError("give either a heuristic method or a formulation")
     if method is not None and (extensions or approx or init is not None):
