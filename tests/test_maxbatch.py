@@ -8,9 +8,14 @@ import pytest
 from remat_models.batch import BatchScaling, cost_cap, within_cap
 from remat_models.errors import ConfigurationError
 from remat_models.graph import Graph, NodeKind
+from remat_models.io import read_graph
 from remat_models.io.generators import linear_chain
 from remat_models.maxbatch import MaxBatchResult, max_batch
 from remat_models.schedule import simulate
+
+M16 = 16 * 10**9
+DEFAULT_KINDS = (NodeKind.FORWARD,)
+FORWARD_AND_LOSS = (NodeKind.FORWARD, NodeKind.LOSS)
 
 
 def chain(n: int, fixed: int = 0) -> Graph:
@@ -115,3 +120,71 @@ def test_nothing_fits_is_reported_infeasible() -> None:
     graph = chain(3)
     result = max_batch(graph, 2, formulation="checkmate", method="bisection")  # lower bound at B=1 is 3 bytes
     assert (result.batch, result.status, result.schedule) == (0, "infeasible", None)
+
+
+EXACT_BASES = [("checkmate", "highs", None), ("checkmate", "cpsat", None), ("moccasin", "cpsat", {"C": 4})]
+
+
+@pytest.mark.parametrize("method", ["min-peak", "product"])
+@pytest.mark.parametrize(("base", "backend", "options"), EXACT_BASES)
+@pytest.mark.parametrize(
+    ("n", "memory", "fixed", "cap", "expected", "per_sample"),
+    [
+        (3, 30, 0, None, 10, 3),  # B1: P* = 3
+        (4, 24, 0, None, 6, 4),  # B2: P* = 4 under the cap
+        (4, 24, 0, 1e9, 8, 3),  # B2 without cap
+        (4, 31, 7, None, 6, 4),  # B2 with fixed_const 7
+    ],
+)
+def test_exact_methods_spec_cases(method, base, backend, options, n, memory, fixed, cap, expected, per_sample) -> None:
+    graph = chain(n, fixed)
+    found = max_batch(graph, memory, formulation=base, backend=backend, method=method, cap=cap, options=options)
+    result = checked(graph, found)
+    assert (result.batch, result.upper_bound, result.status) == (expected, expected, "optimal")
+    assert result.per_sample_peak == per_sample and result.method == method
+
+
+@pytest.mark.parametrize(
+    ("method", "backend", "kinds", "expected"),
+    [
+        ("min-peak", "cpsat", DEFAULT_KINDS, 20),
+        ("product", "highs", FORWARD_AND_LOSS, 25),
+    ],
+)
+def test_cap_convention_spec_case(method, backend, kinds, expected) -> None:
+    """Spec D B3: chain n=8, M=100: cap 25 (loss not forward) gives P*=5, B=20; cap 26 gives P*=4, B=25."""
+    graph = chain(8)
+    found = max_batch(graph, 100, formulation="checkmate", backend=backend, method=method, cap_kinds=kinds)
+    result = checked(graph, found)
+    assert (result.batch, result.status, result.lower_limit) == (expected, "optimal", 10)
+    assert result.per_sample_peak == 100 // expected
+
+
+@pytest.mark.parametrize(("n", "memory", "cap"), [(3, 30, None), (4, 24, None), (4, 24, 1e9), (5, 40, None)])
+def test_three_methods_agree_on_proportional_memory(n, memory, cap) -> None:
+    graph = chain(n)
+    batches = {
+        method: checked(graph, max_batch(graph, memory, formulation="checkmate", method=method, cap=cap)).batch
+        for method in ("min-peak", "product", "bisection")
+    }
+    assert len(set(batches.values())) == 1, batches
+    assert max_batch(graph, memory, formulation="checkmate", cap=cap).method == "min-peak"  # auto
+
+
+def test_exact_methods_refuse_affine_memory() -> None:
+    graph = affine_chain()
+    for method in ("min-peak", "product"):
+        with pytest.raises(ConfigurationError, match="proportional"):
+            max_batch(graph, 20, formulation="checkmate", method=method)
+
+
+def test_vgg16_between_checkpoint_all_and_the_lower_bound_limit(shared_graphs_dir) -> None:
+    """Spec D B5: on vgg16 at 16e9 bytes the exact batch lies in [258, 311] (min-peak, a one-second MILP)."""
+    raw = read_graph(shared_graphs_dir / "vgg16_train.json")
+    graph = BatchScaling.proportional(raw, 256).attach(raw)
+    result = checked(graph, max_batch(graph, M16, formulation="checkmate", backend="highs", method="min-peak"))
+    assert (result.lower_limit, result.upper_limit) == (258, 311)
+    assert 258 < result.batch <= 311
+    assert result.total_cost <= cost_cap(graph) == result.cap
+    baseline = checked(graph, max_batch(graph, M16, heuristic="chen-sqrtn"))
+    assert baseline.batch <= result.batch

@@ -1,0 +1,257 @@
+"""Exact maximum batch size on a Checkmate or Moccasin base (Checkmate section 6.4, eq. (10); spec B.3).
+
+Both methods need memory proportional to the batch (every ``mem_const``/``ws_const`` zero; fixed memory
+may be affine). The base formulation is built on the per-sample graph (memory = slopes, fixed memory =
+``fixed_slope``) with a variable capacity ``PEAK``: Checkmate gets rows ``U[cell] + ws R[cell] <= PEAK``,
+Moccasin uses its phase-1 cumulative with a variable capacity. The cost cap is one row on the base
+objective (``sum cost R <= cap``). A schedule with per-sample peak p fits batch B iff
+``B p + fixed_const <= memory``, so:
+
+- ``min-peak`` minimizes PEAK; ``B* = floor((memory - fixed_const) / p*)``. The solver's bound on PEAK gives
+  an upper bound on B within the formulation.
+- ``product`` writes ``B = B0 + sum_k 2^k beta_k`` (beta bool, B0 the batch of the checkpoint-all start in
+  the model's accounting) and ``z_k = beta_k * PEAK`` with the model's bool x int product (native on
+  CP-SAT and MiniZinc, McCormick rows on MILP backends, exact because beta is binary); the row
+  ``B0 PEAK + sum 2^k z_k <= memory - fixed_const`` (per-sample offsets added) replaces the quadratic
+  constraint of the paper, and ``sum 2^k beta_k`` is maximized.
+
+The batch reported is computed from the decoded schedule's simulated per-sample peak (never smaller than
+the model's), capped by the lower-bound limit; callers re-simulate it at that batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from remat_models.backends import SolveLimits, get_backend
+from remat_models.errors import ConfigurationError
+from remat_models.formulations.base import BuiltModel
+from remat_models.graph import Graph
+from remat_models.model import SolveStatus
+from remat_models.model import constructs as C
+from remat_models.schedule import Schedule, input_order_schedule, simulate
+
+log = logging.getLogger(__name__)
+
+BASES = ("checkmate", "moccasin")
+EXACT_METHODS = ("min-peak", "product")
+
+
+@dataclass(frozen=True)
+class ExactBatch:
+    """One exact solve: the batch its schedule reaches, a proven upper bound (None if none), the solver status."""
+
+    batch: int
+    schedule: Schedule | None
+    upper_bound: int | None
+    status: SolveStatus
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class PeakModel:
+    """A base model on the per-sample graph with a variable capacity column and its cost row's terms.
+
+    The per-sample peak of a solution is ``unit * PEAK + offset`` bytes; ``start`` are the hints of the
+    checkpoint-all schedule (which meets any cap >= one plain pass), ``start_peak`` its PEAK value.
+    """
+
+    built: BuiltModel
+    decode: Any  # (built, values) -> Schedule
+    peak_block: str  # a one-cell block
+    unit: float
+    offset: int
+    cost_cols: np.ndarray
+    cost_coefs: np.ndarray
+    start: dict[str, np.ndarray]
+    start_peak: float
+
+    @property
+    def peak_col(self) -> int:
+        """The PEAK column."""
+        return int(self.built.model.block(self.peak_block).cols[0])
+
+    def peak_bytes(self, peak_units: float) -> float:
+        """Per-sample bytes for a PEAK value."""
+        return self.unit * peak_units + self.offset
+
+
+def solve_exact(
+    graph: Graph,
+    memory: int,
+    cap: float,
+    *,
+    method: str,
+    base: str = "checkmate",
+    backend: str = "highs",
+    lower: int = 0,
+    upper: int,
+    time_limit: float | None = None,
+    seed: int = 0,
+    options: Mapping[str, Any] | None = None,
+) -> ExactBatch:
+    """Largest batch of ``graph`` (carrying a proportional batch scaling) by ``min-peak`` or ``product``.
+
+    ``lower`` is a batch known to fit (checkpoint-all's), ``upper`` the lower-bound limit.
+    """
+    if method not in EXACT_METHODS:
+        raise ConfigurationError(f"unknown exact max-batch method {method!r}; choose one of {EXACT_METHODS}")
+    if base not in BASES:
+        raise ConfigurationError(f"max-batch {method} runs on {' or '.join(BASES)}, not {base!r} (use bisection)")
+    scaling = graph.batch_scaling
+    if scaling is None:
+        raise ConfigurationError(f"graph {graph.name!r} has no batch scaling")
+    if not scaling.proportional_memory:
+        raise ConfigurationError(
+            f"max-batch {method} needs memory proportional to the batch; graph {graph.name!r} has constant"
+            " parts in node memory or workspace: use method 'bisection'"
+        )
+    if upper < 1:
+        return ExactBatch(0, None, 0, SolveStatus.INFEASIBLE, {"reason": "nothing fits at batch 1"})
+    per_sample = scaling.per_sample(graph)
+    pm = _checkmate_peak(per_sample, backend, options) if base == "checkmate" else _moccasin_peak(per_sample, options)
+    unit = pm.built.units.cost_unit
+    cap_units = cap / unit
+    if pm.built.units.cost_exact:
+        cap_units = math.floor(cap_units + 1e-9)
+    m = pm.built.model
+    m.add_rows(np.zeros(pm.cost_cols.size), pm.cost_cols, pm.cost_coefs, ub=[cap_units])
+    room = memory - scaling.fixed_const
+    hints = dict(pm.start)
+    if method == "min-peak":
+        _enough_peak(pm, room, upper, hints)
+        m.set_objective([pm.peak_col], [1.0], "min")
+        base_batch = 0
+    else:
+        base_batch, hints = _product_rows(pm, room, lower, upper, hints)
+    limits = SolveLimits(time_limit=time_limit, seed=seed)
+    result = get_backend(backend).solve(m, limits, hints)
+    details: dict[str, Any] = {
+        "solver_status": result.status.value,
+        "solve_time_s": result.wall_time,
+        "model_columns": m.num_cols,
+        "model_rows": m.num_rows,
+    }
+    schedule, batch = None, 0
+    if result.has_solution:
+        schedule = pm.decode(pm.built, result.values)
+        sim = simulate(per_sample, schedule)
+        batch = min(upper, room // sim.peak) if sim.peak > 0 else upper
+        details["model_per_sample_peak"] = pm.peak_bytes(float(np.ravel(result.values[pm.peak_block])[0]))
+    bound = _upper_bound(pm, method, result.status, result.bound, room, base_batch, upper)
+    if bound is not None:
+        bound = max(bound, batch)
+    log.info("max-batch %s on %s/%s: batch %d, bound %s (%s)", method, base, backend, batch, bound, result.status.value)
+    return ExactBatch(batch, schedule, bound, result.status, details)
+
+
+def _upper_bound(
+    pm: PeakModel, method: str, status: SolveStatus, bound: float | None, room: int, base_batch: int, upper: int
+) -> int | None:
+    """A proven upper bound on the batch from the solver's bound (None when the solver gives none)."""
+    if status == SolveStatus.INFEASIBLE:
+        return 0
+    if bound is None or not math.isfinite(bound):
+        return None
+    if method == "min-peak":
+        least = pm.peak_bytes(bound) * (1 - 1e-9)
+        return upper if least <= 0 else min(upper, int(room // least))
+    return min(upper, base_batch + math.floor(bound + 1e-6))
+
+
+def _enough_peak(pm: PeakModel, room: int, upper: int, hints: dict[str, np.ndarray]) -> None:
+    """Raise PEAK's lower bound to the per-sample peak that already reaches the lower-bound limit ``upper``.
+
+    A smaller peak cannot give a larger batch, so the solver may stop as soon as it reaches this one.
+    """
+    enough = ((room // upper) - pm.offset) / pm.unit
+    if pm.built.model.col_integer[pm.peak_col]:
+        enough = math.floor(enough)
+    enough = min(enough, float(pm.built.model.col_ub[pm.peak_col]))
+    pm.built.model.add_rows([0], [pm.peak_col], [1.0], lb=[enough])
+    hints[pm.peak_block] = np.maximum(np.asarray(hints[pm.peak_block], dtype=np.float64), enough)
+
+
+def _product_rows(
+    pm: PeakModel, room: int, lower: int, upper: int, hints: dict[str, np.ndarray]
+) -> tuple[int, dict[str, np.ndarray]]:
+    """``B = B0 + sum 2^k beta_k`` with ``z_k = beta_k PEAK`` and ``B PEAK unit + B offset <= room``; maximize B."""
+    m = pm.built.model
+    start_bytes = pm.peak_bytes(pm.start_peak)
+    base_batch = max(0, min(lower, int(room // start_bytes))) if start_bytes > 0 else lower
+    span = upper - base_batch
+    bits = max(1, math.ceil(math.log2(span + 1))) if span > 0 else 1
+    weights = 2.0 ** np.arange(bits)
+    beta = m.bool_block("BATCH_BIT", bits)
+    peak_ub = float(m.col_ub[pm.peak_col])
+    integral = bool(m.col_integer[pm.peak_col])
+    z = m.int_block("BATCH_Z", bits, 0, peak_ub) if integral else m.cont_block("BATCH_Z", bits, 0.0, peak_ub)
+    m.add_products(z.cols, beta.cols, np.full(bits, pm.peak_col))
+    cols = np.concatenate([[pm.peak_col], z.cols, beta.cols])
+    coefs = np.concatenate([[pm.unit * base_batch], pm.unit * weights, pm.offset * weights])
+    m.add_rows(np.zeros(cols.size), cols, coefs, ub=[room - pm.offset * base_batch])
+    m.add_rows(np.zeros(bits), beta.cols, weights, ub=[max(span, 0)])
+    m.set_objective(beta.cols, weights, "max")
+    return base_batch, {**hints, "BATCH_BIT": np.zeros(bits), "BATCH_Z": np.zeros(bits)}
+
+
+def _checkmate_peak(graph: Graph, backend: str, options: Mapping[str, Any] | None) -> PeakModel:
+    """Checkmate on the per-sample graph with ``U[cell] + ws R[cell] <= PEAK`` (capacity = every byte at once)."""
+    from remat_models.formulations.checkmate import CHECKMATE
+
+    integral = C.CONTINUOUS not in get_backend(backend).native_constructs
+    opts = {"integral_memory": integral, **dict(options or {})}
+    everything = graph.fixed_mem + int(graph.mem.sum()) + int(graph.workspace.max())
+    built = CHECKMATE.build(graph, everything, opts)
+    m = built.model
+    cost_cols, cost_coefs = m.obj_cols.copy(), m.obj_coefs.copy()
+    r_cols, u_cols = m.block("R").cols, m.block("U").cols
+    cells = np.nonzero(built.r_mask)[1]
+    workspace = graph.workspace[built.order][cells] / built.mem_scale
+    if m.col_integer[u_cols[0]]:
+        peak = m.int_block("PEAK", 1, 0, built.capacity)
+    else:
+        peak = m.cont_block("PEAK", 1, 0.0, built.capacity)
+    count = r_cols.size
+    rows = np.concatenate([np.arange(count)] * 3)
+    cols = np.concatenate([u_cols, r_cols, np.full(count, peak.cols[0])])
+    coefs = np.concatenate([np.ones(count), workspace, -np.ones(count)])
+    m.add_rows(rows, cols, coefs, ub=np.zeros(count))
+    start = CHECKMATE.hints(built, input_order_schedule(graph))
+    start_peak = float((np.asarray(start["U"], dtype=np.float64) + workspace * np.asarray(start["R"])).max())
+    start["PEAK"] = np.array([start_peak])
+    return PeakModel(
+        built, CHECKMATE.decode, "PEAK", built.mem_scale, 0, cost_cols, cost_coefs, start, start_peak
+    )
+
+
+def _moccasin_peak(graph: Graph, options: Mapping[str, Any] | None) -> PeakModel:
+    """Moccasin's phase-1 model on the per-sample graph: the cumulative's capacity ``peak`` is the variable."""
+    from remat_models.formulations.moccasin import MOCCASIN
+    from remat_models.formulations.moccasin_model import MoccasinOptions, build_model
+
+    opts = MoccasinOptions(**dict(options or {}))
+    everything = graph.fixed_mem + int(graph.mem.sum()) + int(graph.workspace.max())
+    built = build_model(graph, graph.lower_bound, opts, phase1_peak=everything + graph.lower_bound)
+    assert built.layout is not None and built.scaled is not None
+    m = built.model
+    presence = m.block("retain.presence").cols
+    start = MOCCASIN.hints(built, input_order_schedule(graph))
+    start_peak = float(start["peak"][0])
+    return PeakModel(
+        built,
+        MOCCASIN.decode,
+        "peak",
+        float(built.units.mem_unit),
+        graph.fixed_mem,
+        presence.copy(),
+        built.scaled.cost[built.layout.owner].astype(np.float64),
+        start,
+        start_peak,
+    )
