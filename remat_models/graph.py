@@ -136,6 +136,7 @@ class Graph:
             fixed_mem=fixed_mem,
             order=None if order is None else list(_index_array(order, "order")),
             name=name,
+            impls=impls,
         )
         return graph
 
