@@ -15,9 +15,11 @@ from rich.table import Table
 from remat_models.budget import check_budget, parse_budget
 from remat_models.cli_bench import bench_app
 from remat_models.cli_torch import from_torch, validate
-from remat_models.errors import ConfigurationError, RematError
+from remat_models.console import make_console
+from remat_models.errors import BudgetExceededError, ConfigurationError, RematError
 from remat_models.graph import Graph
 from remat_models.io import GENERATORS, read_graph, read_schedule, write_graph, write_schedule
+from remat_models.io.atomic import check_output
 from remat_models.planner import PlanResult, methods, plan
 from remat_models.schedule import input_order_peak, simulate
 from remat_models.transfer import parse_transfer
@@ -28,7 +30,7 @@ app.add_typer(graph_app, name="graph")
 app.add_typer(bench_app, name="bench")
 graph_app.command("from-torch")(from_torch)
 app.command("validate")(validate)
-console = Console()
+console = make_console()
 errors = Console(stderr=True)
 
 GraphPath = Annotated[Path, typer.Argument(help="Graph JSON (own format or networkx node-link).")]
@@ -133,7 +135,9 @@ def simulate_command(
     if budget is not None:
         limit = _resolve_budget(graph, budget)
         if not result.fits(limit):
-            raise RematError(f"peak {result.peak:,} B exceeds the budget {limit:,} B")
+            raise BudgetExceededError(
+                f"peak {result.peak:,} B exceeds the budget {limit:,} B", peak=result.peak, budget=limit
+            )
 
 
 def _results_table(title: str, results: list[PlanResult]) -> Table:
@@ -212,6 +216,8 @@ def solve_command(
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Write the schedule JSON here.")] = None,
 ) -> None:
     """Plan a graph under a budget with a heuristic or a solver; exit 3 if no schedule fits."""
+    if out is not None:
+        check_output(out)  # fail now, not after a long solve
     graph = read_graph(graph_path)
     limit = _resolve_budget(graph, budget)
     options: dict[str, object] = {}
@@ -229,7 +235,15 @@ def solve_command(
             raise ConfigurationError("--iterations is an option of --method fastsa")
         options["iterations"] = _iteration_pair(iterations)
     if formulation is None:
-        result = plan(graph, limit, method or "chen-greedy", time_limit=time_limit, options=options, seed=seed)
+        result = plan(
+            graph,
+            limit,
+            method or "chen-greedy",
+            time_limit=time_limit,
+            options=options,
+            seed=seed,
+            allow_over_budget=True,
+        )
     elif method is not None:
         raise ConfigurationError("give either --method or --formulation, not both")
     else:
@@ -244,6 +258,7 @@ def solve_command(
             options=options,
             seed=seed,
             workers=workers,
+            allow_over_budget=True,
         )
     console.print(_results_table(f"{graph_path.name} at {limit:,} B", [result]))
     solver = _solver_table(result)
@@ -302,6 +317,7 @@ def export_command(
         raise ConfigurationError(f"unknown export format {chosen!r}; choose one of {', '.join(EXPORT_FORMATS)}")
     if output.suffix != f".{chosen}":
         raise ConfigurationError(f"output {output} does not end in .{chosen}")
+    check_output(output)
     graph = read_graph(graph_path)
     limit = _resolve_budget(graph, budget)
     check_budget(graph, limit)
@@ -332,7 +348,9 @@ def compare_command(
     graph = read_graph(graph_path)
     limit = _resolve_budget(graph, budget)
     check_budget(graph, limit)
-    chosen = [name.strip() for name in method_names.split(",")] if method_names else list(methods())
+    chosen = [name.strip() for name in method_names.split(",")] if method_names is not None else list(methods())
+    if not chosen or not all(chosen):
+        raise ConfigurationError(f"--methods {method_names!r} names an empty method; give NAME[,NAME...]")
     results = []
     with console.status("planning") as status:
         for name in chosen:
@@ -349,15 +367,20 @@ def compare_command(
 def _plan_named(graph: Graph, budget: int, name: str, time_limit: float) -> PlanResult:
     """A heuristic by name, or ``formulation/backend`` solved within ``time_limit``."""
     if "/" not in name:
-        return plan(graph, budget, name)
+        return plan(graph, budget, name, allow_over_budget=True)
     formulation, backend = name.split("/", 1)
-    return plan(graph, budget, formulation=formulation, backend=backend, time_limit=time_limit)
+    return plan(
+        graph, budget, formulation=formulation, backend=backend, time_limit=time_limit, allow_over_budget=True
+    )
 
 
 def main() -> None:
-    """Console entry point: library errors become one line on stderr and exit status 1."""
+    """Console entry point: library errors become one line on stderr and exit status 1 (3: over budget)."""
     try:
         app()
+    except BudgetExceededError as error:
+        errors.print(f"error: {error}", highlight=False, markup=False, soft_wrap=True)
+        sys.exit(3)
     except RematError as error:
         errors.print(f"error: {error}", highlight=False, markup=False, soft_wrap=True)
         sys.exit(1)

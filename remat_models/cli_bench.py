@@ -11,12 +11,13 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from remat_models.console import make_console
 from remat_models.errors import ConfigurationError
 
 bench_app = typer.Typer(help="Benchmark sweeps, reports against published tables, plots.", no_args_is_help=True)
 plot_app = typer.Typer(help="Plots (PNG and SVG) from results or schedules.", no_args_is_help=True)
 bench_app.add_typer(plot_app, name="plot")
-console = Console()
+console = make_console()
 progress_console = Console(stderr=True)
 
 ResultsPath = Annotated[Path, typer.Argument(help="Results file (JSON Lines) written by `remat bench run`.")]

@@ -6,12 +6,12 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from remat_models.console import make_console
 from remat_models.errors import BackendUnavailableError, RematError
 
-console = Console()
+console = make_console()
 
 ExampleSpec = Annotated[
     str, typer.Argument(help="FILE.py:NAME, a function returning (model, inputs, targets, loss_fn).")

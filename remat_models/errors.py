@@ -36,6 +36,19 @@ class BudgetInfeasibleError(BudgetError):
         self.lower_bound = lower_bound
 
 
+class BudgetExceededError(BudgetError):
+    """A schedule's simulated peak exceeds its budget (``plan(..., allow_over_budget=False)``, the default).
+
+    ``result`` is the PlanResult (schedule and simulation included) for callers that still want it.
+    """
+
+    def __init__(self, message: str, *, peak: int, budget: int, result: object = None) -> None:
+        super().__init__(message)
+        self.peak = peak
+        self.budget = budget
+        self.result = result
+
+
 class ModelTooLargeError(RematError):
     """An optimization model would exceed a configured (or licensed) size."""
 

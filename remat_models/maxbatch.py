@@ -134,7 +134,7 @@ def max_batch(
     method: str = "auto",
     heuristic: str | None = None,
     formulation: str | None = None,
-    backend: str = "highs",
+    backend: str | None = None,
     cap: float | None = None,
     cap_factor: float = 2.0,
     cap_kinds: Iterable[NodeKind | str] = DEFAULT_CAP_KINDS,
@@ -145,8 +145,8 @@ def max_batch(
     """Largest batch of ``graph`` (carrying a batch scaling) within ``memory`` bytes under the cost cap.
 
     Give a ``heuristic`` (bisection on the simulator) or a ``formulation`` (default checkmate) on a
-    ``backend``. ``cap`` overrides ``cost_cap(graph, cap_factor, cap_kinds)``. ``time_limit`` bounds the
-    whole search (split evenly among bisection probes).
+    ``backend`` (default: the formulation's own). ``cap`` overrides ``cost_cap(graph, cap_factor,
+    cap_kinds)``. ``time_limit`` bounds the whole search (split evenly among bisection probes).
     """
     if method not in METHODS:
         raise ConfigurationError(f"unknown max-batch method {method!r}; choose one of {', '.join(METHODS)}")
@@ -163,7 +163,10 @@ def max_batch(
             raise ConfigurationError(f"heuristic {heuristic!r} runs by bisection, not {method!r}")
         result = search.heuristic(heuristic, time_limit=time_limit, seed=seed, options=options)
     else:
-        formulation = formulation or "checkmate"
+        from remat_models.formulations import DEFAULT_FORMULATION, get_formulation
+
+        formulation = formulation or DEFAULT_FORMULATION
+        backend = backend or get_formulation(formulation).default_backend
         if method == "auto":
             method = "min-peak" if scaling.proportional_memory else "bisection"
         if method == "bisection":
@@ -212,8 +215,9 @@ class _Search:
         def probe(batch: int) -> tuple[Probe, Schedule | None]:
             t0 = time.perf_counter()
             result = plan(
-                self.graph.at_batch(batch), self.memory, name, time_limit=per_probe, seed=seed, options=options
-            )
+                self.graph.at_batch(batch), self.memory, name, time_limit=per_probe, seed=seed, options=options,
+                allow_over_budget=True,
+            )  # fmt: skip
             sim = result.simulation
             ok = sim is not None and sim.fits(self.memory) and within_cap(sim.total_cost, self.cap)
             status = "fits" if ok else "over_cap" if sim is not None and sim.fits(self.memory) else "over_memory"
@@ -235,7 +239,7 @@ class _Search:
             t0 = time.perf_counter()
             result = plan(
                 self.graph.at_batch(batch), self.memory, formulation=name, backend=backend,
-                time_limit=per_probe, seed=seed, options=options,
+                time_limit=per_probe, seed=seed, options=options, allow_over_budget=True,
             )  # fmt: skip
             sim = result.simulation
             fits = sim is not None and sim.fits(self.memory)

@@ -11,7 +11,7 @@ from typing import Any
 
 from remat_models.backends import SolveLimits, SolveStatus
 from remat_models.budget import check_budget
-from remat_models.errors import ConfigurationError
+from remat_models.errors import BudgetExceededError, ConfigurationError
 from remat_models.formulations import Extension, SolveOutcome, formulation_names
 from remat_models.graph import Graph
 from remat_models.heuristics.registry import HEURISTICS, run_heuristic
@@ -135,6 +135,7 @@ def plan(
     extensions: Sequence[Extension] = (),
     seed: int = 0,
     workers: int = 1,
+    allow_over_budget: bool = False,
     impls: bool = True,
 ) -> PlanResult:
     """Plan ``graph`` under ``budget`` bytes with a heuristic ``method`` or a ``formulation`` on a ``backend``.
@@ -142,10 +143,13 @@ def plan(
     ``backend`` defaults to the formulation's own; ``approx`` names an approximation of the formulation
     (e.g. ``"lp-rounding"`` of checkmate); ``options`` go to the formulation (or approximation, or FastSA);
     ``extensions`` add constraints to the formulation's model; ``init`` (a heuristic name or a Schedule)
-    warm-starts a solver. The result is always re-simulated. On a graph with operator implementations,
-    a method that does not choose them plans the default view, then (``impls``) greedily switches steps
-    to cheaper implementations; with ``impls=False`` every method plans the default view.
+    warm-starts a solver. The result is always re-simulated. A schedule that does not fit the budget
+    raises BudgetExceededError (carrying the result) unless ``allow_over_budget``, which returns it
+    with status OVER_BUDGET. On a graph with operator implementations, a method that does not choose
+    them plans the default view, then (``impls``) greedily switches steps to cheaper implementations;
+    with ``impls=False`` every method plans the default view.
     """
+    check_budget(graph, budget)  # types, range and lower bound, before anything reads the graph
     if graph.impl_table is not None:  # operator implementations: see remat_models/impl_planning.py
         arguments = {key: value for key, value in locals().items() if key not in ("graph", "budget", "impls")}
         from remat_models.impl_planning import plan_default_view, supports_impls
@@ -156,7 +160,6 @@ def plan(
         raise ConfigurationError("give either a heuristic method or a formulation")
     if method is not None and (extensions or approx or init is not None):
         raise ConfigurationError("extensions, approx and init apply to formulations, not to heuristic methods")
-    check_budget(graph, budget)
     started = time.perf_counter()
     outcome = None
     if method is not None:
@@ -188,7 +191,7 @@ def plan(
         log.info(
             "%s on %s: peak %d (budget %d), TDI %.2f%%", label, graph.name, simulation.peak, budget, simulation.tdi
         )
-    return PlanResult(
+    result = PlanResult(
         graph_name=graph.name,
         graph_hash=graph.content_hash,
         method=label,
@@ -199,6 +202,22 @@ def plan(
         simulation=simulation,
         wall_time=wall_time,
         details=details,
+    )
+    if result.status is PlanStatus.OVER_BUDGET and not allow_over_budget:
+        raise over_budget_error(result)
+    return result
+
+
+def over_budget_error(result: PlanResult) -> BudgetExceededError:
+    """The error for a schedule whose simulated peak exceeds its budget (the result rides along)."""
+    assert result.simulation is not None
+    peak = result.simulation.peak
+    return BudgetExceededError(
+        f"{result.method} on {result.graph_name!r}: peak {peak:,} B exceeds the budget {result.budget:,} B "
+        f"by {peak - result.budget:,} B (pass allow_over_budget=True to get the schedule anyway)",
+        peak=peak,
+        budget=result.budget,
+        result=result,
     )
 
 

@@ -60,7 +60,8 @@ def call_method(method: MethodSpec, graph: Any, budget: int, *, seed: int, time_
         return result
     if method.kind == "heuristic":  # only a method-level time limit reaches a heuristic (baselines take none)
         limit = None if method.time_limit is None else time_limit
-        return plan(graph, budget, method.name, seed=seed, time_limit=limit, options=method.options or None)
+        options = method.options or None
+        return plan(graph, budget, method.name, seed=seed, time_limit=limit, options=options, allow_over_budget=True)
     return plan(
         graph,
         budget,
@@ -72,6 +73,7 @@ def call_method(method: MethodSpec, graph: Any, budget: int, *, seed: int, time_
         options=method.options,
         seed=seed,
         workers=method.workers,
+        allow_over_budget=True,  # recorded as status over_budget
     )
 
 

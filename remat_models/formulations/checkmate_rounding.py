@@ -53,6 +53,8 @@ def lp_rounding(
     bound_result = solver.solve(full.model, limits)
     phases = {"lp": bound_result}
     rounded_result, built = bound_result, full
+    if not 0 <= allowance < 1:
+        raise ConfigurationError(f"LP rounding allowance must lie in [0, 1), got {allowance!r}")
     if allowance > 0:
         built = CHECKMATE.build(graph, budget, replace(options, allowance=allowance))
         rounded_result = solver.solve(built.model, limits)

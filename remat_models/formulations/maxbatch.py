@@ -34,7 +34,6 @@ from remat_models.errors import ConfigurationError
 from remat_models.formulations.base import BuiltModel
 from remat_models.graph import Graph
 from remat_models.model import SolveStatus
-from remat_models.model import constructs as C
 from remat_models.schedule import Schedule, input_order_schedule, simulate
 
 log = logging.getLogger(__name__)
@@ -121,7 +120,7 @@ def solve_exact(
     if pm.built.units.cost_exact:
         cap_units = math.floor(cap_units + 1e-9)
     m = pm.built.model
-    m.add_rows(np.zeros(pm.cost_cols.size), pm.cost_cols, pm.cost_coefs, ub=[cap_units])
+    m.add_rows(np.zeros(pm.cost_cols.size), pm.cost_cols, pm.cost_coefs, ub=[cap_units], name="max_batch_cap")
     room = memory - scaling.fixed_const
     hints = dict(pm.start)
     if method == "min-peak":
@@ -174,7 +173,7 @@ def _enough_peak(pm: PeakModel, room: int, upper: int, hints: dict[str, np.ndarr
     if pm.built.model.col_integer[pm.peak_col]:
         enough = math.floor(enough)
     enough = min(enough, float(pm.built.model.col_ub[pm.peak_col]))
-    pm.built.model.add_rows([0], [pm.peak_col], [1.0], lb=[enough])
+    pm.built.model.add_rows([0], [pm.peak_col], [1.0], lb=[enough], name="max_batch_enough")
     hints[pm.peak_block] = np.maximum(np.asarray(hints[pm.peak_block], dtype=np.float64), enough)
 
 
@@ -195,36 +194,34 @@ def _product_rows(
     m.add_products(z.cols, beta.cols, np.full(bits, pm.peak_col))
     cols = np.concatenate([[pm.peak_col], z.cols, beta.cols])
     coefs = np.concatenate([[pm.unit * base_batch], pm.unit * weights, pm.offset * weights])
-    m.add_rows(np.zeros(cols.size), cols, coefs, ub=[room - pm.offset * base_batch])
-    m.add_rows(np.zeros(bits), beta.cols, weights, ub=[max(span, 0)])
+    m.add_rows(np.zeros(cols.size), cols, coefs, ub=[room - pm.offset * base_batch], name="max_batch_memory")
+    m.add_rows(np.zeros(bits), beta.cols, weights, ub=[max(span, 0)], name="max_batch_span")
     m.set_objective(beta.cols, weights, "max")
     return base_batch, {**hints, "BATCH_BIT": np.zeros(bits), "BATCH_Z": np.zeros(bits)}
 
 
 def _checkmate_peak(graph: Graph, backend: str, options: Mapping[str, Any] | None) -> PeakModel:
-    """Checkmate on the per-sample graph with ``U[cell] + ws R[cell] <= PEAK`` (capacity = every byte at once)."""
+    """Checkmate on the per-sample graph with ``U[t, v] + ws_v R[t, v] <= PEAK`` (capacity: every byte at once)."""
     from remat_models.formulations.checkmate import CHECKMATE
 
-    integral = C.CONTINUOUS not in get_backend(backend).native_constructs
-    opts = {"integral_memory": integral, **dict(options or {})}
     everything = graph.fixed_mem + int(graph.mem.sum()) + int(graph.workspace.max())
-    built = CHECKMATE.build(graph, everything, opts)
+    built = CHECKMATE.build_for(graph, everything, backend, options)
     m = built.model
     cost_cols, cost_coefs = m.obj_cols.copy(), m.obj_coefs.copy()
-    r_cols, u_cols = m.block("R").cols, m.block("U").cols
-    cells = np.nonzero(built.r_mask)[1]
-    workspace = graph.workspace[built.order][cells] / built.mem_scale
-    if m.col_integer[u_cols[0]]:
-        peak = m.int_block("PEAK", 1, 0, built.capacity)
-    else:
-        peak = m.cont_block("PEAK", 1, 0.0, built.capacity)
-    count = r_cols.size
+    u = built.index("U")
+    stage, node = u.coords
+    r_cols = built.index("R").lookup(stage, node)
+    workspace = graph.workspace[node] / built.mem_scale
+    integral = bool(m.col_integer[u.cols[0]])
+    peak = m.int_block("PEAK", 1, 0, built.capacity) if integral else m.cont_block("PEAK", 1, 0.0, built.capacity)
+    count = u.cols.size
     rows = np.concatenate([np.arange(count)] * 3)
-    cols = np.concatenate([u_cols, r_cols, np.full(count, peak.cols[0])])
+    cols = np.concatenate([u.cols, r_cols, np.full(count, peak.cols[0])])
     coefs = np.concatenate([np.ones(count), workspace, -np.ones(count)])
-    m.add_rows(rows, cols, coefs, ub=np.zeros(count))
+    m.add_rows(rows, cols, coefs, ub=np.zeros(count), name="max_batch_peak")
     start = CHECKMATE.hints(built, input_order_schedule(graph))
-    start_peak = float((np.asarray(start["U"], dtype=np.float64) + workspace * np.asarray(start["R"])).max())
+    x = m.flatten(start, fill=0.0)
+    start_peak = float((x[u.cols] + workspace * x[r_cols]).max())
     start["PEAK"] = np.array([start_peak])
     return PeakModel(
         built, CHECKMATE.decode, "PEAK", built.mem_scale, 0, cost_cols, cost_coefs, start, start_peak
@@ -234,9 +231,9 @@ def _checkmate_peak(graph: Graph, backend: str, options: Mapping[str, Any] | Non
 def _moccasin_peak(graph: Graph, options: Mapping[str, Any] | None) -> PeakModel:
     """Moccasin's phase-1 model on the per-sample graph: the cumulative's capacity ``peak`` is the variable."""
     from remat_models.formulations.moccasin import MOCCASIN
-    from remat_models.formulations.moccasin_model import MoccasinOptions, build_model
+    from remat_models.formulations.moccasin_model import build_model
 
-    opts = MoccasinOptions(**dict(options or {}))
+    opts = MOCCASIN.options(options)
     everything = graph.fixed_mem + int(graph.mem.sum()) + int(graph.workspace.max())
     built = build_model(graph, graph.lower_bound, opts, phase1_peak=everything + graph.lower_bound)
     assert built.layout is not None and built.scaled is not None

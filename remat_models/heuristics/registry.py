@@ -38,7 +38,8 @@ def _fastsa(
 ) -> tuple[Schedule, dict[str, Any]]:
     from remat_models.heuristics.fastsa import fastsa
 
-    result = fastsa(graph, budget, seed=seed, time_limit=time_limit or FASTSA_TIME_LIMIT, **dict(options or {}))
+    limit = FASTSA_TIME_LIMIT if time_limit is None else time_limit  # 0 is refused by fastsa, not replaced
+    result = fastsa(graph, budget, seed=seed, time_limit=limit, **dict(options or {}))
     fitting = [[point.time, point.best_cost] for point in result.trajectory if point.best_peak <= budget]
     details = {
         "seed": seed,

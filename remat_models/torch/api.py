@@ -116,28 +116,38 @@ def plan(
     model: nn.Module,
     example_inputs: Tensors,
     loss_fn: LossFn,
+    example_targets: Tensors | None = None,
+    *,
     budget: str | int | float = "100%",
     method: str | None = None,
-    *,
-    example_targets: Tensors | None = None,
     cost: CostModel = "flops",
+    allow_over_budget: bool = False,
     **options: Any,
 ) -> RematStep:
     """Trace, plan under ``budget`` (bytes, units, or % of the input-order peak) with ``method``, return the step.
 
-    Extra keyword ``options`` go to :func:`remat_models.planner.plan` (e.g. ``formulation="checkmate",
+    ``step = plan(model, inputs, loss_fn, targets, budget="60%")`` then ``loss = step(inputs, targets)``;
+    ``loss_fn(outputs, targets)`` is traced with the example targets (omit them for a loss of the outputs
+    alone). A plan that does not fit raises BudgetExceededError unless ``allow_over_budget``. Extra
+    keyword ``options`` go to :func:`remat_models.planner.plan` (e.g. ``formulation="checkmate",
     backend="highs"`` instead of a heuristic ``method``; the default method is ``chen-greedy``).
     """
     if method is None and options.get("formulation") is None:
         method = "chen-greedy"
-    torch_graph = extract(model, example_inputs, loss_fn, example_targets, cost=cost)
+    try:
+        torch_graph = extract(model, example_inputs, loss_fn, example_targets, cost=cost)
+    except GraphError as error:
+        if example_targets is None:  # the usual cause: a loss that takes targets, traced without them
+            hint = "a loss that takes targets needs them: plan(model, inputs, loss_fn, targets)"
+            raise GraphError(f"{error} ({hint})") from error
+        raise
     graph = torch_graph.graph
     accepted = inspect.signature(plan_graph).parameters
     unknown = [key for key in options if key not in accepted]
     if unknown:
         raise ConfigurationError(f"planner.plan takes no option(s) {', '.join(unknown)}")
     limit = parse_budget(budget, graph)
-    result = plan_graph(graph, limit, method, **options)
+    result = plan_graph(graph, limit, method, allow_over_budget=allow_over_budget, **options)
     if result.schedule is None:
         raise SolverError(f"{result.method} returned no schedule ({result.status.value}) for budget {limit:,} B")
     if result.status is not PlanStatus.WITHIN_BUDGET:

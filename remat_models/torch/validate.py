@@ -136,7 +136,7 @@ def validate(
     target = torch.device(device)
     model, inputs, targets = to_device(model, inputs, targets, device)
     state = {k: v.clone() for k, v in model.state_dict().items()}
-    step = plan(model, inputs, loss_fn, budget, method, example_targets=targets)
+    step = plan(model, inputs, loss_fn, targets, budget=budget, method=method)
 
     def restore() -> None:
         model.load_state_dict(state)
