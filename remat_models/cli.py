@@ -14,6 +14,7 @@ from rich.table import Table
 
 from remat_models.budget import check_budget, parse_budget
 from remat_models.cli_bench import bench_app
+from remat_models.cli_maxbatch import max_batch_command
 from remat_models.cli_torch import from_torch, validate
 from remat_models.console import make_console
 from remat_models.errors import BudgetExceededError, ConfigurationError, RematError
@@ -30,6 +31,7 @@ app.add_typer(graph_app, name="graph")
 app.add_typer(bench_app, name="bench")
 graph_app.command("from-torch")(from_torch)
 app.command("validate")(validate)
+app.command("max-batch")(max_batch_command)
 console = make_console()
 errors = Console(stderr=True)
 
