@@ -95,3 +95,49 @@ def test_a_full_disk_keeps_the_old_file_and_reports_one_typed_error(tmp_path: Pa
     assert "OutputError" in done.stderr and "write failed, kept the old file: File too large" in done.stderr
     assert target.read_bytes() == before
     assert _only(tmp_path) == ["graph.json"]
+
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "graphs" / "unet_train.json"
+FULL_DISK_EXPORT = """
+import resource, signal, sys
+from remat_models.cli import main
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (16384, 16384))  # HiGHS's writer ignores the EFBIG it then gets
+sys.argv = ["remat", "export", sys.argv[1], "--budget", "80%", "-o", sys.argv[2]]
+main()
+"""
+
+
+@pytest.mark.parametrize("suffix", [".lp", ".mps"])
+def test_export_on_a_full_disk_keeps_the_old_model_file(tmp_path: Path, suffix: str) -> None:
+    target = tmp_path / f"model{suffix}"
+    target.write_text("the previous complete model\n")
+    command = [sys.executable, "-c", FULL_DISK_EXPORT, str(EXAMPLE), str(target)]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    assert done.returncode == 1, done.stderr
+    assert "error:" in done.stderr and "kept the old file" in done.stderr and "Traceback" not in done.stderr
+    assert target.read_text() == "the previous complete model\n"
+    assert _only(tmp_path) == [target.name]
+
+
+def test_export_refuses_a_symbolic_link_and_writes_complete_files(tmp_path: Path) -> None:
+    from remat_models.backends.export import check_highs_file, export
+    from remat_models.budget import parse_budget
+    from remat_models.formulations import get_formulation
+    from remat_models.io import read_graph
+
+    graph = read_graph(EXAMPLE)
+    model = get_formulation("checkmate").build(graph, parse_budget("80%", graph), {}).model
+    real = tmp_path / "real.lp"
+    real.write_text("keep")
+    (tmp_path / "link.lp").symlink_to(real)
+    with pytest.raises(OutputError, match="a symbolic link"):
+        export(model, tmp_path / "link.lp")
+    assert real.read_text() == "keep"
+    for suffix in (".lp", ".mps"):
+        written = export(model, tmp_path / f"m{suffix}")
+        check_highs_file(written)  # complete: ends with HiGHS's last line
+        text = written.read_text()
+        (tmp_path / f"cut{suffix}").write_text(text[: len(text) // 2])
+        with pytest.raises(OutputError, match="incomplete"):
+            check_highs_file(tmp_path / f"cut{suffix}")

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from remat_models.errors import ConfigurationError, SolverError
+from remat_models.errors import ConfigurationError, OutputError, SolverError
+from remat_models.io.atomic import atomic_files
 from remat_models.model import Model
 
 Exporter = Callable[..., None]  # fn(model, tmp_path, *companion_tmp_paths)
@@ -22,6 +22,7 @@ def _highs_writer(model: Model, path: Path) -> None:
     h = build(HighsBackend().compile(model).model)
     if h.writeModel(str(path)) == highspy.HighsStatus.kError:
         raise SolverError(f"HiGHS could not write {path}")
+    check_highs_file(path)
 
 
 def _minizinc_writer(model: Model, path: Path, data_path: Path) -> None:
@@ -46,28 +47,31 @@ def register_exporter(suffix: str, fn: Exporter, companions: tuple[str, ...] = (
 def export(model: Model, path: str | Path) -> Path:
     """Write ``model`` to ``path`` (and its companions beside it); the format follows the suffix.
 
-    Nothing is left half-written: every file goes to a temp file in the target folder first and is
-    ``os.replace``d once all are written (companions before ``path``).
+    Nothing is left half-written (see ``remat_models.io.atomic``): the targets are checked first, every
+    file goes to a temp file (same suffix) in the target folder, is synced and checked, and all are
+    ``os.replace``d once complete (companions before ``path``).
     """
     path = Path(path)
     if path.suffix not in _EXPORTERS:
         raise ConfigurationError(f"no exporter for {path.suffix!r}; known: {', '.join(sorted(_EXPORTERS))}")
     writer, companions = _EXPORTERS[path.suffix]
     targets = [path.with_suffix(s) for s in companions] + [path]
-    tmps: list[Path] = []
-    umask = os.umask(0)
-    os.umask(umask)
-    try:
-        for target in targets:
-            fd, tmp = tempfile.mkstemp(prefix=f".{target.stem}.", suffix=target.suffix, dir=target.parent)
-            os.fchmod(fd, 0o666 & ~umask)  # mkstemp makes 0600; give the mode any new file would get
-            os.close(fd)
-            tmps.append(Path(tmp))
-        writer(model, tmps[-1], *tmps[:-1])
-        for tmp, target in zip(tmps, targets, strict=True):
-            os.replace(tmp, target)
-    except BaseException:
-        for tmp in tmps:
-            tmp.unlink(missing_ok=True)
-        raise
+    with atomic_files(targets) as temps:
+        writer(model, temps[-1], *temps[:-1])
     return path
+
+
+_LAST_LINES = {".lp": "end", ".mps": "endata"}  # what HiGHS writes last
+
+
+def check_highs_file(path: Path) -> None:
+    """Raise OutputError unless ``path`` ends with the last line HiGHS writes (its writer ignores I/O errors)."""
+    expected = _LAST_LINES[path.suffix]
+    with open(path, "rb") as handle:
+        handle.seek(max(0, handle.seek(0, os.SEEK_END) - 64))
+        tail = handle.read().decode("ascii", errors="replace").split()
+    if not tail or tail[-1].lower() != expected:
+        raise OutputError(
+            f"HiGHS wrote an incomplete {path.suffix} file (no final {expected!r} line; is the disk full?); "
+            "kept the old file"
+        )

@@ -125,8 +125,11 @@ def _finish(paths: list[Path], temps: list[Path], verify: Verify | None) -> None
 
 
 def _temp_beside(path: Path) -> Path:
-    """Create an empty temp file next to ``path`` with the mode a new file gets (the umask applies)."""
-    temp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    """Create an empty temp file next to ``path`` with the mode a new file gets (the umask applies).
+
+    It keeps ``path``'s suffix, from which writers such as HiGHS's pick the format.
+    """
+    temp = path.with_name(f".{path.stem}.{os.getpid()}.{secrets.token_hex(4)}.tmp{path.suffix}")  # writers read it
     try:
         os.close(os.open(temp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
     except OSError as exc:
