@@ -11,7 +11,6 @@ from rich.table import Table
 
 from remat_models.batch import BatchScaling
 from remat_models.budget import parse_size
-from remat_models.cli_options import OptionOption, collect_options
 from remat_models.console import make_console
 from remat_models.errors import ConfigurationError
 from remat_models.io import read_graph, write_schedule
@@ -52,7 +51,9 @@ def max_batch_command(
     seed: Annotated[int, typer.Option("--seed", help="Solver / FastSA seed.")] = 0,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Write the schedule (at the batch) here.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")] = False,
-    option_pairs: OptionOption = None,
+    option_pairs: Annotated[
+        list[str] | None, typer.Option("--option", "-O", help="Formulation option key=value (repeatable), e.g. -O C=3.")
+    ] = None,
 ) -> None:
     """Largest batch that fits --memory with at most one extra forward pass (--cap-factor); exit 3 if none."""
     if out is not None:
@@ -62,7 +63,7 @@ def max_batch_command(
     raw = read_graph(graph_path)
     graph = BatchScaling.proportional(raw, file_batch, parse_size(fixed)).attach(raw)
     limit = parse_size(memory)
-    options = collect_options(formulation or "checkmate", None, {}, option_pairs) if heuristic is None else None
+    options = _options(option_pairs)
     result = max_batch(
         graph,
         limit,
@@ -74,7 +75,7 @@ def max_batch_command(
         cap_kinds=[kind.strip() for kind in cap_kinds.split(",") if kind.strip()],
         time_limit=time_limit,
         seed=seed,
-        options=options or None,
+        options=options,
     )
     if as_json:
         typer.echo(json.dumps({"graph": str(graph_path), "file_batch": file_batch, **result.summary()}))
@@ -108,3 +109,17 @@ def _table(name: str, result: MaxBatchResult) -> Table:
     for label, value in rows:
         table.add_row(label, value)
     return table
+
+
+def _options(pairs: list[str] | None) -> dict[str, object] | None:
+    """``key=value`` pairs as a mapping; values are JSON numbers/booleans where they parse, else strings."""
+    options: dict[str, object] = {}
+    for pair in pairs or []:
+        key, equals, value = pair.partition("=")
+        if not equals or not key.strip():
+            raise ConfigurationError(f"-O takes key=value, got {pair!r}")
+        try:
+            options[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            options[key.strip()] = value.strip()
+    return options or None

@@ -163,9 +163,9 @@ def max_batch(
             raise ConfigurationError(f"heuristic {heuristic!r} runs by bisection, not {method!r}")
         result = search.heuristic(heuristic, time_limit=time_limit, seed=seed, options=options)
     else:
-        from remat_models.formulations import DEFAULT_FORMULATION, get_formulation
+        from remat_models.formulations import get_formulation
 
-        formulation = formulation or DEFAULT_FORMULATION
+        formulation = formulation or "checkmate"
         backend = backend or get_formulation(formulation).default_backend
         if method == "auto":
             method = "min-peak" if scaling.proportional_memory else "bisection"
