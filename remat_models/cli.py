@@ -15,13 +15,16 @@ from rich.table import Table
 from remat_models.budget import check_budget, parse_budget
 from remat_models.cli_bench import bench_app
 from remat_models.cli_maxbatch import max_batch_command
+from remat_models.cli_options import OptionOption, WithOption, collect_options
 from remat_models.cli_torch import from_torch, validate
 from remat_models.console import make_console
 from remat_models.errors import BudgetExceededError, ConfigurationError, RematError
+from remat_models.formulations import DEFAULT_FORMULATION
+from remat_models.formulations.extensions import make_extensions
 from remat_models.graph import Graph
 from remat_models.io import GENERATORS, read_graph, read_schedule, write_graph, write_schedule
 from remat_models.io.atomic import check_output
-from remat_models.planner import PlanResult, methods, plan
+from remat_models.planner import PlanResult, methods, parse_method_name, plan
 from remat_models.schedule import input_order_peak, simulate
 from remat_models.transfer import parse_transfer
 
@@ -195,8 +198,11 @@ def solve_command(
     ] = None,
     formulation: Annotated[str | None, typer.Option("--formulation", "-f", help="Exact model, e.g. checkmate.")] = None,
     backend: Annotated[
-        str, typer.Option("--backend", help="Solver: cpsat, highs, gurobi, minizinc, pyomo:cbc.")
-    ] = "highs",
+        str | None,
+        typer.Option(
+            "--backend", help="Solver: cpsat, highs, gurobi, minizinc, pyomo:cbc (default: the formulation's)."
+        ),
+    ] = None,
     approx: Annotated[str | None, typer.Option("--approx", help="Approximation: lp-rounding (checkmate).")] = None,
     time_limit: Annotated[float | None, typer.Option("--time-limit", help="Solver time limit in seconds.")] = None,
     init: Annotated[str | None, typer.Option("--init", help="Warm start from a heuristic method's schedule.")] = None,
@@ -216,25 +222,28 @@ def solve_command(
     seed: Annotated[int, typer.Option("--seed", help="Solver / rounding / FastSA seed.")] = 0,
     workers: Annotated[int, typer.Option("--workers", help="Solver threads (where supported).")] = 1,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Write the schedule JSON here.")] = None,
+    extension_specs: WithOption = None,
+    option_pairs: OptionOption = None,
 ) -> None:
     """Plan a graph under a budget with a heuristic or a solver; exit 3 if no schedule fits."""
     if out is not None:
         check_output(out)  # fail now, not after a long solve
     graph = read_graph(graph_path)
     limit = _resolve_budget(graph, budget)
-    options: dict[str, object] = {}
-    if unpartitioned:
-        options["staged"] = False
-    if allowance:
-        if approx is None:
-            raise ConfigurationError("--allowance is an option of --approx lp-rounding")
-        options["allowance"] = allowance
-    options.update(_moccasin_options(formulation, retention, order))
-    if formulation is None and (approx or init or options or backend != "highs"):
-        raise ConfigurationError("--backend, --approx, --init, --unpartitioned, --C and --order need --formulation")
+    if method is not None and formulation is not None:
+        raise ConfigurationError("give either --method or --formulation, not both")
+    flags = {
+        "--unpartitioned": ("staged", False if unpartitioned else None),
+        "--allowance": ("allowance", allowance or None),
+        "--C": ("C", retention),
+        "--order": ("order", order),
+    }
+    options = collect_options(formulation, approx, flags, option_pairs)
+    if formulation is None and (approx or init or backend or extension_specs):
+        raise ConfigurationError("--backend, --approx, --init and --with need --formulation")
     if iterations is not None:
-        if (method, formulation) != ("fastsa", None):
-            raise ConfigurationError("--iterations is an option of --method fastsa")
+        if formulation is not None:
+            raise ConfigurationError("--iterations is an option of heuristic methods (FastSA)")
         options["iterations"] = _iteration_pair(iterations)
     if formulation is None:
         result = plan(
@@ -246,8 +255,6 @@ def solve_command(
             seed=seed,
             allow_over_budget=True,
         )
-    elif method is not None:
-        raise ConfigurationError("give either --method or --formulation, not both")
     else:
         result = plan(
             graph,
@@ -258,6 +265,7 @@ def solve_command(
             time_limit=time_limit,
             init=init,
             options=options,
+            extensions=make_extensions(extension_specs),
             seed=seed,
             workers=workers,
             allow_over_budget=True,
@@ -285,17 +293,6 @@ def _iteration_pair(text: str) -> tuple[int, int]:
     return first, second
 
 
-def _moccasin_options(formulation: str | None, retention: int | None, order: str | None) -> dict[str, object]:
-    options: dict[str, object] = {}
-    if retention is not None:
-        options["C"] = retention
-    if order is not None:
-        options["order"] = order
-    if options and formulation != "moccasin":
-        raise ConfigurationError("--C and --order are options of --formulation moccasin")
-    return options
-
-
 EXPORT_FORMATS = ("lp", "mps", "mzn")
 
 
@@ -304,15 +301,19 @@ def export_command(
     graph_path: GraphPath,
     budget: BudgetOption,
     output: Annotated[Path, typer.Option("--out", "-o", help="Model file to write.")],
-    formulation: Annotated[str, typer.Option("--formulation", "-f", help="Model, e.g. checkmate.")] = "checkmate",
+    formulation: Annotated[
+        str, typer.Option("--formulation", "-f", help="Model (default: the registry's default).")
+    ] = DEFAULT_FORMULATION,
     fmt: Annotated[str | None, typer.Option("--format", help="lp | mps | mzn (default: the file's suffix).")] = None,
     unpartitioned: Annotated[bool, typer.Option("--unpartitioned", help="Checkmate without stages.")] = False,
     retention: Annotated[int | None, typer.Option("--C", help="Moccasin: retention intervals per node.")] = None,
     order: Annotated[str | None, typer.Option("--order", help="Moccasin: input or free.")] = None,
+    extension_specs: WithOption = None,
+    option_pairs: OptionOption = None,
 ) -> None:
     """Write a formulation's model to an .lp / .mps / .mzn file (integral memory for .mzn)."""
     from remat_models.backends.export import export
-    from remat_models.formulations import get_formulation
+    from remat_models.formulations import apply_extensions, get_formulation
 
     chosen = fmt or output.suffix.lstrip(".")
     if chosen not in EXPORT_FORMATS:
@@ -323,13 +324,16 @@ def export_command(
     graph = read_graph(graph_path)
     limit = _resolve_budget(graph, budget)
     check_budget(graph, limit)
+    flags = {
+        "--unpartitioned": ("staged", False if unpartitioned else None),
+        "--C": ("C", retention),
+        "--order": ("order", order),
+    }
+    options = collect_options(formulation, None, flags, option_pairs)
     form = get_formulation(formulation)
-    options: dict[str, object] = {"staged": False} if unpartitioned else {}
-    options.update(_moccasin_options(formulation, retention, order))
-    integral_option = getattr(form, "integral_option", None)
-    if integral_option is not None:
-        options[integral_option] = chosen == "mzn"
-    built = form.build(graph, limit, options)
+    if form.integral_option is not None:
+        options.setdefault(form.integral_option, chosen == "mzn")
+    built = apply_extensions(form.build(graph, limit, options), make_extensions(extension_specs))
     export(built.model, output)
     console.print(f"wrote {output} ({built.model.num_cols:,} variables, {built.model.num_rows:,} rows)")
 
@@ -345,8 +349,9 @@ def compare_command(
         ),
     ] = None,
     time_limit: Annotated[float, typer.Option("--time-limit", help="Per solver run, seconds.")] = 60.0,
+    extension_specs: WithOption = None,
 ) -> None:
-    """Run several methods on one graph and budget and print one table."""
+    """Run several methods on one graph and budget and print one table (``--with`` applies to formulations)."""
     graph = read_graph(graph_path)
     limit = _resolve_budget(graph, budget)
     check_budget(graph, limit)
@@ -358,7 +363,7 @@ def compare_command(
         for name in chosen:
             status.update(f"planning with {name}")
             try:
-                results.append(_plan_named(graph, limit, name, time_limit))
+                results.append(_plan_named(graph, limit, name, time_limit, extension_specs))
             except RematError as error:
                 if len(chosen) == 1:
                     raise
@@ -366,13 +371,20 @@ def compare_command(
     console.print(_results_table(f"{graph_path.name} at {limit:,} B", results))
 
 
-def _plan_named(graph: Graph, budget: int, name: str, time_limit: float) -> PlanResult:
-    """A heuristic by name, or ``formulation/backend`` solved within ``time_limit``."""
-    if "/" not in name:
-        return plan(graph, budget, name, allow_over_budget=True)
-    formulation, backend = name.split("/", 1)
+def _plan_named(graph: Graph, budget: int, name: str, time_limit: float, specs: list[str] | None) -> PlanResult:
+    """A heuristic by name, or ``formulation[/backend|/approximation]`` within ``time_limit``."""
+    ref = parse_method_name(name)
+    if ref.method is not None:
+        return plan(graph, budget, ref.method, allow_over_budget=True)
     return plan(
-        graph, budget, formulation=formulation, backend=backend, time_limit=time_limit, allow_over_budget=True
+        graph,
+        budget,
+        formulation=ref.formulation,
+        backend=ref.backend,
+        approx=ref.approx,
+        time_limit=time_limit,
+        extensions=make_extensions(specs),
+        allow_over_budget=True,
     )
 
 

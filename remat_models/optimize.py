@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -10,7 +9,14 @@ from typing import Any
 
 from remat_models.backends import SolveLimits
 from remat_models.errors import ConfigurationError
-from remat_models.formulations import BuiltModel, Extension, SolveOutcome, get_approximation, get_formulation
+from remat_models.formulations import (
+    BuiltModel,
+    Extension,
+    SolveOutcome,
+    approximation_options,
+    get_approximation,
+    get_formulation,
+)
 from remat_models.formulations.outcome import jsonable
 from remat_models.graph import Graph
 from remat_models.schedule import Schedule
@@ -75,8 +81,7 @@ def approximate(
 ) -> SolveOutcome:
     """Run the approximation ``approx`` of ``formulation`` (e.g. checkmate's ``lp-rounding``)."""
     function = get_approximation(approx, formulation)
-    fixed = {"backend", "limits", "seed", "extensions"}
-    known = [name for name in inspect.signature(function).parameters if name not in fixed][2:]
+    known = approximation_options(approx, formulation)
     unknown = sorted(set(options or {}) - set(known))
     if unknown:
         raise ConfigurationError(f"unknown {approx} option(s) {unknown}; known: {known}")

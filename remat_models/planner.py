@@ -179,7 +179,7 @@ def plan(
                 graph, budget, formulation, backend, options=options, limits=limits, init=start, extensions=extensions
             )
             label = f"{formulation}/{outcome.backend}"
-        schedule, status, details = _from_outcome(graph, budget, outcome, start, init)
+        schedule, status, details = _from_outcome(graph, budget, outcome, start, init, extensions)
     wall_time = time.perf_counter() - started
     simulation = None
     if schedule is not None:
@@ -227,13 +227,21 @@ def initial_schedule(graph: Graph, budget: int, init: str | Schedule | None, see
 
 
 def _from_outcome(
-    graph: Graph, budget: int, outcome: SolveOutcome, start: Schedule | None, init: str | Schedule | None
+    graph: Graph,
+    budget: int,
+    outcome: SolveOutcome,
+    start: Schedule | None,
+    init: str | Schedule | None,
+    extensions: Sequence[Extension],
 ) -> tuple[Schedule | None, PlanStatus | None, dict[str, Any]]:
-    """The outcome's schedule, or the warm start when it fits and the solver returned nothing cheaper."""
+    """The outcome's schedule, or the warm start when it fits and the solver returned nothing cheaper.
+
+    With extensions the warm start is never returned: it need not meet their constraints.
+    """
     status = PlanStatus.INFEASIBLE if outcome.status == SolveStatus.INFEASIBLE else None
     details = {**outcome.summary(), "init": init if isinstance(init, str) else None}
     schedule = outcome.schedule
-    if start is not None and _better_start(graph, budget, start, outcome):
+    if start is not None and not extensions and _better_start(graph, budget, start, outcome):
         log.info(
             "%s/%s did not improve on its warm start: returning the warm start", outcome.formulation, outcome.backend
         )

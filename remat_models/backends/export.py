@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,17 +20,40 @@ def _highs_writer(model: Model, path: Path) -> None:
 
     from remat_models.backends.highs import HighsBackend, build
 
-    h = build(HighsBackend().compile(model).model)
+    lowered = HighsBackend().compile(model).model
+    h = build(lowered)
+    for col, name in enumerate(lp_names(lowered.col_names())):
+        h.passColName(col, name)
+    for row, name in enumerate(lp_names(lowered.row_labels())):
+        h.passRowName(row, name)
     if h.writeModel(str(path)) == highspy.HighsStatus.kError:
         raise SolverError(f"HiGHS could not write {path}")
     check_highs_file(path)
+
+
+_LP_ALLOWED = re.compile(r"[^A-Za-z0-9!\"#$%&()/,.;?@_`'{}|~]")
+
+
+def lp_names(names: list[str]) -> list[str]:
+    """Names valid in .lp and free .mps files: brackets become parentheses, other characters outside the
+    CPLEX LP set become ``_``, a leading digit or period gets ``_``, and repeats get a ``~k`` suffix.
+    """  # noqa: D205
+    seen: dict[str, int] = {}
+    result = []
+    for name in names:
+        clean = _LP_ALLOWED.sub("_", name.replace("[", "(").replace("]", ")"))
+        clean = f"_{clean}" if not clean or clean[0].isdigit() or clean[0] == "." else clean
+        count = seen.get(clean, 0)
+        seen[clean] = count + 1
+        result.append(clean if count == 0 else f"{clean}~{count}")
+    return result
 
 
 def _minizinc_writer(model: Model, path: Path, data_path: Path) -> None:
     """Lower for the generic MiniZinc model; write it to ``path`` and the data to ``data_path``."""
     from remat_models.backends import mzn
 
-    mzn.write(mzn.lowered(model), path, data_path)
+    mzn.write(mzn.lowered(model), path, data_path, readable=True)
 
 
 _EXPORTERS: dict[str, tuple[Exporter, tuple[str, ...]]] = {

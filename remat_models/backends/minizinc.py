@@ -93,7 +93,7 @@ def solver_problem(tag: str) -> str | None:
     try:
         solver = minizinc.Solver.lookup(tag)
     except LookupError:
-        known = sorted({t for s in minizinc.default_driver.available_solvers() for t in s})
+        known = sorted(tag for tag in minizinc.default_driver.available_solvers() if "." not in tag)
         return f"MiniZinc knows no solver {tag!r} (installed: {', '.join(known)}); install {BINARY_HINT}"
     try:
         probe = minizinc.Model()

@@ -10,6 +10,8 @@ power of ten (up to ``MAX_DIGITS`` decimals), else ``UnsupportedConstructError``
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -152,18 +154,59 @@ def lowered(model: Model) -> Model:
     return lower(model, NATIVE).model
 
 
-def write(model: Model, mzn: Path, dzn: Path, hint: np.ndarray | None = None) -> float:
+def write(model: Model, mzn: Path, dzn: Path, hint: np.ndarray | None = None, readable: bool = False) -> float:
     """Write ``MODEL`` to ``mzn`` and the data of ``model`` (holding only ``NATIVE`` constructs) to ``dzn``.
 
-    Returns the objective scale: the MiniZinc ``objective`` equals ``scale * sign * model objective``
-    (up to the objective offset).
+    ``readable`` also declares one array per variable block, named as the block, with its cells'
+    coordinates on the block's axes (see ``block_views``). Returns the objective scale: the MiniZinc
+    ``objective`` equals ``scale * sign * model objective`` (up to the objective offset).
     """
     data, scale = dzn_items(model, hint)
-    mzn.write_text(MODEL)
+    text = MODEL
+    if readable:
+        declarations, view_data = block_views(model)
+        text += declarations
+        data += view_data
+    mzn.write_text(text)
     with dzn.open("w") as f:
         for name, value in data:
             f.write(f"{name} = {value};\n")
     return scale
+
+
+def block_views(model: Model) -> tuple[str, list[tuple[str, str]]]:
+    """Declarations of one array per block of the model (lowering's own blocks excluded) and their data.
+
+    Block ``R`` on axes (stage, node) becomes ``array[1..K] of var int: b_R`` (cell k is column
+    ``b_R_col[k]``) with ``b_R_stage`` and ``b_R_node`` holding each cell's 0-based coordinates; axes with
+    labels (node names) get a string array ``b_R_node_names``.
+    """
+    lines = ["", "% ---- the model's variable blocks, named (cell k of a block is at the coordinates below) ----"]
+    data: list[tuple[str, str]] = []
+    for block in model.blocks.values():
+        if block.name.startswith("_lower"):
+            continue
+        index = model.index(block.name)
+        name = f"b_{_identifier(block.name)}"  # the prefix keeps block names apart from the generic model's
+        lines.append(f"% {block.name}: {index.cols.size} cells on axes ({', '.join(index.axes)})")
+        lines.append(f"array[int] of int: {name}_col;")
+        lines.append(f"array[int] of var int: {name} = [x[{name}_col[k]] | k in index_set({name}_col)];")
+        data.append((f"{name}_col", _ints(index.cols + 1)))
+        for a, axis in enumerate(index.axes):
+            lines.append(f"array[int] of int: {name}_{_identifier(axis)};")
+            data.append((f"{name}_{_identifier(axis)}", _ints(index.coords[a])))
+            labels = index.labels[a] if a < len(index.labels) else None
+            if labels is not None:
+                lines.append(f"array[int] of string: {name}_{_identifier(axis)}_names;")
+                data.append(
+                    (f"{name}_{_identifier(axis)}_names", "[" + ",".join(json.dumps(str(v)) for v in labels) + "]")
+                )
+    return "\n".join(lines) + "\n", data
+
+
+def _identifier(text: str) -> str:
+    """A block or axis name as MiniZinc identifier characters (``retain.start`` -> ``retain_start``)."""
+    return re.sub(r"[^A-Za-z0-9_]", "_", text)
 
 
 def dzn_items(model: Model, hint: np.ndarray | None = None) -> tuple[list[tuple[str, str]], float]:

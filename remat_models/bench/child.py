@@ -6,8 +6,6 @@ The parent (:mod:`remat_models.bench.isolate`) kills this process at time limit 
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import json
 import logging
 import resource
@@ -24,6 +22,7 @@ from remat_models.bench.watchdog import start_watchdog
 from remat_models.errors import ConfigurationError, GraphError
 from remat_models.io import read_graph, write_json_atomic, write_schedule
 from remat_models.planner import PlanResult, plan
+from remat_models.plugins import load_callable
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +53,7 @@ def execute(run: RunSpec) -> dict[str, Any]:
 def call_method(method: MethodSpec, graph: Any, budget: int, *, seed: int, time_limit: float) -> PlanResult:
     """Run a method spec through the planner (or a plug-in that returns a PlanResult)."""
     if method.kind == "plugin":
-        result = load_plugin(str(method.plugin))(graph, budget, seed=seed, time_limit=time_limit, **method.options)
+        result = load_callable(str(method.plugin))(graph, budget, seed=seed, time_limit=time_limit, **method.options)
         if not isinstance(result, PlanResult):
             raise ConfigurationError(f"plug-in {method.plugin} returned {type(result).__name__}, not a PlanResult")
         return result
@@ -75,26 +74,6 @@ def call_method(method: MethodSpec, graph: Any, budget: int, *, seed: int, time_
         workers=method.workers,
         allow_over_budget=True,  # recorded as status over_budget
     )
-
-
-def load_plugin(path: str) -> Any:
-    """Import ``module:function`` or ``file.py:function``; ConfigurationError if it is not there."""
-    target, _, name = path.rpartition(":")
-    try:
-        if target.endswith(".py"):
-            spec = importlib.util.spec_from_file_location(Path(target).stem, target)
-            if spec is None or spec.loader is None:
-                raise ImportError(f"cannot load {target}")
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-        else:
-            module = importlib.import_module(target)
-    except (ImportError, OSError) as error:
-        raise ConfigurationError(f"cannot import plug-in {path!r}: {error}") from error
-    function = getattr(module, name, None)
-    if not callable(function):
-        raise ConfigurationError(f"plug-in {path!r}: {target} has no function {name!r}")
-    return function
 
 
 def _since(started: float) -> float:

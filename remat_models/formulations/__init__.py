@@ -8,6 +8,7 @@ instances) and approximations (functions ``fn(graph, budget, *, backend, limits,
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Callable
 
 from remat_models.errors import ConfigurationError
@@ -22,6 +23,7 @@ from remat_models.formulations.base import (
 from remat_models.formulations.outcome import SolveOutcome
 
 __all__ = [
+    "DEFAULT_FORMULATION",
     "BuiltModel",
     "Extension",
     "Formulation",
@@ -29,6 +31,7 @@ __all__ = [
     "SolveOutcome",
     "apply_extensions",
     "approximation_names",
+    "approximation_options",
     "formulation_names",
     "get_approximation",
     "get_formulation",
@@ -36,6 +39,8 @@ __all__ = [
     "register_approximation",
     "register_formulation",
 ]
+
+DEFAULT_FORMULATION = "checkmate"  # what `remat export` builds when no formulation is named
 
 # name -> "module:attribute" of a Formulation instance (imported lazily)
 _REGISTRY: dict[str, str] = {
@@ -79,6 +84,15 @@ def register_approximation(name: str, formulation: str, target: str) -> None:
 def approximation_names(formulation: str | None = None) -> list[str]:
     """Registered approximations (of ``formulation`` if given)."""
     return sorted(name for name, (form, _) in _APPROXIMATIONS.items() if formulation in (None, form))
+
+
+def approximation_options(name: str, formulation: str) -> list[str]:
+    """The option names the approximation ``name`` of ``formulation`` takes (its keyword parameters)."""
+    parameters = list(inspect.signature(get_approximation(name, formulation)).parameters)[2:]  # after graph, budget
+    return [p for p in parameters if p not in _APPROXIMATION_ARGUMENTS]
+
+
+_APPROXIMATION_ARGUMENTS = frozenset({"backend", "limits", "seed", "extensions"})  # passed by the caller
 
 
 def get_approximation(name: str, formulation: str) -> Callable[..., SolveOutcome]:

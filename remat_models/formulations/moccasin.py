@@ -89,7 +89,7 @@ class _TwoPhase:
     def run(self, init: Schedule | None) -> SolveOutcome:
         built, graph, budget = self.built, self.built.graph, self.built.budget
         start = self._start(init)
-        best = start if built.peak(start) <= budget else None
+        best = start if built.peak(start) <= budget and self._satisfies_extensions(built, start) else None
         time_to_first = time.perf_counter() - self.t0 if best is not None else None
         if best is None and built.options.two_phase:
             best, proven_infeasible = self._phase1(start)
@@ -152,6 +152,10 @@ class _TwoPhase:
                 return found, False
             return None, res.status == SolveStatus.OPTIMAL  # the least peak reachable is over budget
         return None, res.status == SolveStatus.INFEASIBLE
+
+    def _satisfies_extensions(self, built: MoccasinModel, intervals: IntervalValues) -> bool:
+        """Whether ``intervals`` meet every row the extensions added (a start must, to count as a solution)."""
+        return not built.applied or not built.model.check(self._hint_values(built, intervals))
 
     def _hint_values(self, built: MoccasinModel, intervals: IntervalValues) -> dict[str, np.ndarray]:
         """Formulation hints for ``intervals`` plus the applied extensions' hints for the schedule they decode to."""

@@ -46,7 +46,8 @@ class RowBatch:
         """Validate and convert to contiguous numpy arrays (bounds broadcast to the number of rows)."""
         r = np.asarray(rows, dtype=np.int64).ravel()
         c = np.asarray(cols, dtype=np.int64).ravel()
-        v = np.asarray(coefs, dtype=np.float64).ravel()
+        v = np.asarray(coefs, dtype=np.float64)
+        v = np.broadcast_to(v, c.shape).copy() if v.ndim == 0 else v.ravel()  # a scalar applies to every entry
         if not len(r) == len(c) == len(v):
             raise ValueError(f"rows, cols and coefs differ in length: {len(r)}, {len(c)}, {len(v)}")
         if num_rows is None:  # from the array bounds, else from the row ids

@@ -160,9 +160,8 @@ class Model:
         """Block ``name``'s cells on named axes: as published by the formulation, else the block's own shape."""
         if name in self.indexes:
             return self.indexes[name]
-        block = self.block(name)
-        axes = tuple(f"i{k}" for k in range(len(block.shape)))
-        return IndexMap.dense(name, axes, block.cols)
+        cols = np.atleast_1d(self.block(name).cols)  # a scalar block is one cell on one axis
+        return IndexMap.dense(name, tuple(f"i{k}" for k in range(cols.ndim)), cols)
 
     def col_names(self) -> list[str]:
         """A readable name per column: ``block[coords]`` with the published labels (node names) where there are."""
@@ -190,7 +189,10 @@ class Model:
         ``name`` (unique) lets extensions find the batch again (``rows``, ``add_terms``); unnamed
         batches get ``rows<k>``. Returns the batch's name.
         """
-        batch = C.RowBatch.make(rows, cols, coefs, lb, ub)
+        return self.append_batch(C.RowBatch.make(rows, cols, coefs, lb, ub), name)
+
+    def append_batch(self, batch: C.RowBatch, name: str | None = None) -> str:
+        """Add a ready row batch under ``name`` (unique; default ``rows<k>``); returns the name."""
         self._check_cols(batch.cols)
         name = f"rows{len(self.row_batches)}" if name is None else name
         if name in self.row_names:

@@ -217,7 +217,7 @@ def _lower_reservoir(m: Model) -> None:
 def _lower_interval(m: Model) -> None:
     iv = m.intervals
     opt = iv.presence >= 0
-    m.row_batches = [*m.row_batches, _interval_rows(iv, np.flatnonzero(~opt))]
+    m.append_batch(_interval_rows(iv, np.flatnonzero(~opt)), name="_lower.interval")
     if opt.any():
         m.indicators = [*m.indicators, _interval_indicators(iv, opt)]
     m.interval_blocks = []
