@@ -91,6 +91,7 @@ def test_ablations_nest_and_no_recompute() -> None:
     budget = graph.lower_bound + 1
     every = cost(solve(graph, budget))
     inplace_only = cost(solve(graph, budget, tags=["inplace"]))
+    assert MONET.options({"tags": "inplace,conv_algo"}).tags == frozenset({"inplace", "conv_algo"})
     none = cost(solve(graph, budget, tags=[]))
     assert every is not None and every <= inplace_only <= none
     frozen = solve(graph, budget, no_recompute=True)

@@ -35,7 +35,7 @@ from remat_models.formulations.monet_layout import MonetLayout, monet_layout
 from remat_models.formulations.scaling import DEFAULT_PRECISION, Units, gcd_of, scale_costs
 from remat_models.graph import Graph
 from remat_models.model import Model
-from remat_models.schedule import Compute, Free, Schedule, Step
+from remat_models.schedule import Compute, Schedule, Step
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ class MonetOptions:
         if not 0.0 < self.cost_precision < 1.0:
             raise ConfigurationError(f"monet cost_precision must lie in (0, 1), got {self.cost_precision}")
         if self.tags is not None and not isinstance(self.tags, frozenset):
-            tags = [self.tags] if isinstance(self.tags, str) else self.tags
+            tags = [t for t in self.tags.split(",") if t] if isinstance(self.tags, str) else self.tags
             return replace(self, tags=frozenset(str(t) for t in tags)).validated()
         return self
 
@@ -145,7 +145,9 @@ class Monet(FormulationBase):
         return [step for stage in _stages(_monet(built), values) for step in stage]
 
     def _hints(self, built: BuiltModel, schedule: Schedule) -> dict[str, np.ndarray]:
-        return _hint_values(_monet(built), schedule)
+        from remat_models.formulations.monet_hints import hint_values
+
+        return hint_values(_monet(built), schedule)
 
 
 def _monet(built: BuiltModel) -> MonetModel:
@@ -519,86 +521,6 @@ class _Builder:
         scaled, unit, exact = scale_costs(np.asarray(costs, dtype=np.float64), self.opts.cost_precision)
         self.units = Units(cost_unit=unit, mem_unit=int(self.unit), cost_exact=exact)
         self.m.set_objective(np.asarray(cols, dtype=np.int64), scaled.astype(np.float64))
-
-
-# ---------------------------------------------------------------------- hints
-def _hint_values(built: MonetModel, schedule: Schedule) -> dict[str, np.ndarray]:
-    """Values of every block for a MONeT-shaped schedule (forward pass, then stage by stage)."""
-    lay, graph = built.layout, built.graph
-    T, P = lay.n_stages, lay.n_positions
-    position = np.full(graph.n, -1, dtype=np.int64)
-    position[lay.forward] = np.arange(P)
-    stage_index = {int(v): t for t, v in enumerate(lay.stage_nodes.tolist(), start=1)}
-    R = np.zeros((T, P), dtype=bool)
-    impl = np.zeros((T, P), dtype=np.int64)
-    stage_impl = np.zeros(T, dtype=np.int64)
-    S = np.zeros((T + 1, P), dtype=bool)
-    resident = np.zeros(graph.n, dtype=bool)
-    forward_done = int((~lay.is_aux).sum())
-    t, last, done, seen = 0, -1, False, 0  # stage, last position in it, b_t run, stage-0 computes
-    for step in schedule.steps:
-        v = step.node
-        if isinstance(step, Free):
-            resident[v] = False
-            continue
-        if not isinstance(step, Compute):
-            raise ConfigurationError(f"monet warm start: unsupported step {step!r}")
-        if (t == 0 and seen == forward_done) or done:  # the first compute of the next stage
-            t, last, done = t + 1, -1, False
-            if t >= T:
-                raise ConfigurationError(f"monet warm start: {graph.names[v]!r} computed after the last stage")
-            S[t] = resident[lay.forward]
-        if v in stage_index:
-            if stage_index[v] != t:
-                raise ConfigurationError(f"monet warm start: stage node {graph.names[v]!r} out of MONeT's order")
-            kept = [k for k, b in enumerate(lay.b_impls[t - 1]) if b.index == step.impl]
-            if not kept:
-                raise ConfigurationError(f"monet warm start: impl {step.impl} of {graph.names[v]!r} is not allowed")
-            stage_impl[t], done = kept[0], True
-            if lay.b_impls[t - 1][kept[0]].inplace >= 0:
-                resident[lay.b_impls[t - 1][kept[0]].inplace] = False
-        else:
-            p = int(position[v])
-            if p < 0 or p <= last or (t == 0 and p != last + 1 + int(lay.is_aux[last + 1 : p].sum())):
-                raise ConfigurationError(f"monet warm start: {graph.names[v]!r} computed out of MONeT's order")
-            kept = [k for k, op in enumerate(lay.f_impls[p]) if op.index == step.impl]
-            if not kept or built.r_col[t, p] < 0:
-                raise ConfigurationError(f"monet warm start: {graph.names[v]!r} cannot be computed in stage {t} so")
-            op = lay.f_impls[p][kept[0]]
-            R[t, p], impl[t, p], last = True, kept[0], p
-            R[t, op.aux] = True
-            seen += t == 0
-            if op.inplace >= 0:
-                resident[lay.forward[op.inplace]] = False
-            resident[lay.forward[op.aux]] = True
-        resident[v] = True
-    if t != T - 1 or (T > 1 and not done) or seen != forward_done:
-        raise ConfigurationError("monet warm start: the schedule does not run every stage node in MONeT's order")
-    S[T] = resident[lay.forward]
-    return _assignment(built, R, impl, stage_impl, S)
-
-
-def _assignment(
-    built: MonetModel, R: np.ndarray, impl: np.ndarray, stage_impl: np.ndarray, S: np.ndarray
-) -> dict[str, np.ndarray]:
-    """Every block's values implied by R, the impl choices and S (P, SIGMA derived)."""
-    m = built.model
-    x = np.zeros(m.num_cols)
-    cells = built.r_col >= 0
-    x[built.r_col[cells]] = R[cells]
-    x[built.s_col[1:].ravel()] = S[1:].ravel()
-    for t, row in enumerate(built.delta_cols):
-        for p, cols in enumerate(row):
-            if len(cols) > 1 and R[t, p]:
-                x[cols[impl[t, p]]] = 1.0
-        if t >= 1:
-            x[built.dhat_cols[t][stage_impl[t]]] = 1.0
-    for (t, u), col in zip(built.p_cells, m.block("P").cols.tolist(), strict=True):
-        consumed = sum(x[c] for c in built.ip.get((t, u), []))
-        x[col] = float(R[t, u] and consumed < 0.5)
-    for batch in m.products:  # SIGMA = DHAT * S[t+1]
-        x[batch.z] = x[batch.b] * x[batch.x]
-    return m.split(x)
 
 
 MONET = Monet()
