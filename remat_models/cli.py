@@ -277,6 +277,9 @@ def solve_command(
     if out is not None and result.schedule is not None:
         write_schedule(out, result.schedule, graph, metadata=result.metadata())
         console.print(f"wrote {out}")
+    if result.details.get("solver_status") == "interrupted":
+        errors.print(f"interrupted: {result.method} stopped early; shown is the best it had found", markup=False)
+        raise typer.Exit(130)
     if result.status.value != "within_budget":
         peak = "" if result.simulation is None else f" (best peak {result.simulation.peak:,} B)"
         errors.print(f"error: {result.method} found no schedule within {limit:,} B: {result.status.value}{peak}")

@@ -12,6 +12,7 @@ from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
+from remat_models.backends.interrupt import Stopper, run_interruptible
 from remat_models.errors import ConfigurationError, UnsupportedConstructError
 from remat_models.limits import check_count, check_time_limit
 from remat_models.model import Model, SolveResult, SolveStatus
@@ -75,6 +76,7 @@ class LoweringBackend(ABC):
 
     def __init__(self, option: str | None = None) -> None:
         self.option = option
+        self.stopper = Stopper()  # a fresh one per solve; backends register how to stop their solver
 
     @property
     def spec(self) -> str:
@@ -117,7 +119,10 @@ class LoweringBackend(ABC):
         if hints:
             hint = np.full(lowered.model.num_cols, np.nan)
             hint[: model.num_cols] = model.flatten(hints)
-        result = self._solve_lowered(lowered.model, limits, hint)
+        self.stopper = stopper = Stopper()
+        result = run_interruptible(self.spec, lambda: self._solve_lowered(lowered.model, limits, hint), stopper)
+        if stopper.stopped.is_set() and result.status in (SolveStatus.FEASIBLE, SolveStatus.NO_SOLUTION):
+            result.status = SolveStatus.INTERRUPTED  # Ctrl-C: the incumbent (if any) is kept
         result.backend = self.spec
         result.wall_time = time.perf_counter() - start
         if result.x is not None:

@@ -50,6 +50,8 @@ class CpSatBackend(LoweringBackend):
             solver.log_callback = lines.append
         traj = Trajectory()
         recorder = _recorder(traj, model.obj_cols.size > 0)
+        params.catch_sigint_signal = False  # Ctrl-C goes through interrupt.py, which says it was interrupted
+        self.stopper.on_stop(solver.stop_search)
         status = solver.solve(cp, recorder)
         result = SolveResult(
             status=_STATUS.get(status.name, SolveStatus.ERROR),

@@ -46,6 +46,7 @@ class GurobiBackend(LoweringBackend):
                 _set_params(gm, limits)
                 if hint is not None:
                     x.Start = np.where(np.isnan(hint), GRB.UNDEFINED, hint)
+                self.stopper.on_stop(gm.terminate)  # Ctrl-C (interrupt.py)
                 gm.optimize(_callback(traj, lines if limits.log else None))
                 if gm.Status == GRB.INF_OR_UNBD:  # ask again without dual reductions to tell the two apart
                     gm.Params.DualReductions = 0

@@ -54,6 +54,8 @@ class HighsBackend(LoweringBackend):
         if hint is not None:
             idx = np.flatnonzero(~np.isnan(hint))
             h.setSolution(len(idx), idx.astype(np.int32), hint[idx])
+        h.HandleUserInterrupt = True  # its interrupt callbacks honour cancelSolve (Ctrl-C, see interrupt.py)
+        self.stopper.on_stop(h.cancelSolve)
         h.run()
         status = h.getModelStatus()
         info = h.getInfo()

@@ -19,6 +19,7 @@ import numpy as np
 
 from remat_models.backends import mzn
 from remat_models.backends.base import LoweringBackend, SolveLimits, Trajectory
+from remat_models.backends.interrupt import Stopper
 from remat_models.errors import BackendUnavailableError, SolverError
 from remat_models.model import Model, SolveResult, SolveStatus
 
@@ -64,7 +65,7 @@ class MiniZincBackend(LoweringBackend):
             kwargs = _solve_kwargs(solver, limits)
             traj = Trajectory()
             try:
-                status, x, stats = _run(_stream(instance, kwargs, model, traj))
+                status, x, stats = _run(_stream(instance, kwargs, model, traj, self.stopper))
             except minizinc.MiniZincError as err:
                 raise SolverError(f"minizinc:{self.solver_tag} failed: {err}") from err
         result = SolveResult(
@@ -108,18 +109,29 @@ def solver_problem(tag: str) -> str | None:
 
 
 async def _stream(
-    instance: Any, kwargs: dict[str, Any], model: Model, traj: Trajectory
+    instance: Any, kwargs: dict[str, Any], model: Model, traj: Trajectory, stopper: Stopper
 ) -> tuple[Any, np.ndarray | None, dict[str, Any]]:
-    """Collect intermediate solutions into ``traj``; return (final status, best x, statistics)."""
+    """Collect intermediate solutions into ``traj``; return (final status, best x, statistics).
+
+    ``stopper.stop()`` (Ctrl-C) cancels the stream, which ends the MiniZinc process; the best so far is kept.
+    """
     import minizinc
 
     status, best, stats = minizinc.Status.UNKNOWN, None, {}
-    async for r in instance.solutions(intermediate_solutions=True, **kwargs):
-        status = r.status
-        stats.update(r.statistics)
-        if r.solution is not None:
-            best = np.asarray(r.solution.x, dtype=np.float64)
-            traj.record(model.objective_value(best))
+    loop, task = asyncio.get_running_loop(), asyncio.current_task()
+    if task is not None:
+        stopper.on_stop(lambda: loop.call_soon_threadsafe(task.cancel))
+    try:
+        async for r in instance.solutions(intermediate_solutions=True, **kwargs):
+            status = r.status
+            stats.update(r.statistics)
+            if r.solution is not None:
+                best = np.asarray(r.solution.x, dtype=np.float64)
+                traj.record(model.objective_value(best))
+    except asyncio.CancelledError:
+        if not stopper.stopped.is_set():
+            raise
+        status = minizinc.Status.SATISFIED if best is not None else minizinc.Status.UNKNOWN
     return status, best, stats
 
 

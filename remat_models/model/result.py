@@ -18,6 +18,7 @@ class SolveStatus(StrEnum):
     FEASIBLE = "feasible"
     INFEASIBLE = "infeasible"
     NO_SOLUTION = "no_solution_within_limit"
+    INTERRUPTED = "interrupted"  # stopped by Ctrl-C (SIGINT); values hold the incumbent when there is one
     ERROR = "error"
 
 
@@ -39,7 +40,9 @@ class SolveResult:
 
     @property
     def has_solution(self) -> bool:
-        """Whether values are available (optimal or feasible)."""
+        """Whether values are available (optimal, feasible, or interrupted with an incumbent)."""
+        if self.status is SolveStatus.INTERRUPTED:
+            return self.x is not None
         return self.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE)
 
     @property

@@ -1,0 +1,92 @@
+"""Ctrl-C (SIGINT) during a solve stops the solver and keeps its best solution (status INTERRUPTED).
+
+The blocking solve runs in a worker thread while the main thread waits, so that Python's SIGINT
+handler runs at once; it calls the stop functions the backend registered on its :class:`Stopper`
+(``CpSolver.stop_search``, ``Highs.cancelSolve``, ``Model.terminate``, cancelling MiniZinc's stream),
+and the solver returns its incumbent. A second Ctrl-C abandons the solve (KeyboardInterrupt). Outside
+the main thread, or when SIGINT is ignored, the solve simply runs where it is called.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class Stopper:
+    """Collects how to stop the running solve; ``stop()`` calls them (at once for ones registered later)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._actions: list[Callable[[], Any]] = []
+        self.stopped = threading.Event()
+
+    def on_stop(self, action: Callable[[], Any]) -> None:
+        """Register ``action`` (thread-safe, cheap, idempotent) to stop the solver."""
+        with self._lock:
+            self._actions.append(action)
+            late = self.stopped.is_set()
+        if late:
+            self.stop()
+
+    @property
+    def stoppable(self) -> bool:
+        """Whether any stop action is registered."""
+        with self._lock:
+            return bool(self._actions)
+
+    def stop(self) -> None:
+        """Ask the solver to finish now with what it has."""
+        with self._lock:
+            self.stopped.set()
+            actions = list(self._actions)
+        for action in actions:
+            try:
+                action()
+            except Exception as error:  # e.g. the solver finished (and was freed) just now
+                log.debug("stopping the solver: %s", error)
+
+
+def run_interruptible(name: str, solve: Callable[[], T], stopper: Stopper) -> T:
+    """Return ``solve()``; a SIGINT meanwhile calls ``stopper.stop()`` (see the module docstring)."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) in (
+        signal.SIG_IGN,
+        None,
+    ):
+        return solve()
+    previous = signal.getsignal(signal.SIGINT)
+
+    def on_sigint(signum: int, frame: object) -> None:
+        if stopper.stopped.is_set():
+            raise KeyboardInterrupt  # a second Ctrl-C: give up on the solve
+        how = "keeping its best solution" if stopper.stoppable else "it cannot be stopped early; waiting"
+        log.warning("%s: interrupted, stopping the solver (%s; Ctrl-C again to abandon)", name, how)
+        stopper.stop()
+
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["value"] = solve()
+        except BaseException as error:  # re-raised in the calling thread
+            box["error"] = error
+
+    signal.signal(signal.SIGINT, on_sigint)
+    try:
+        worker = threading.Thread(target=work, name=f"remat-solve-{name}", daemon=True)
+        worker.start()
+        log.info("%s: solving (Ctrl-C stops it and keeps the best solution so far)", name)
+        while worker.is_alive():
+            worker.join(0.1)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
