@@ -57,6 +57,7 @@ class MonetOptions:
     no_recompute: bool = False
     integral_memory: bool | None = None
     cost_precision: float = DEFAULT_PRECISION
+    prefix_vars: bool | None = None  # prefix-sum columns in the memory rows; None: when T * P**2 > 1e6
 
     def validated(self) -> MonetOptions:
         """Self, after checks (``tags`` as a frozenset)."""
@@ -96,6 +97,9 @@ class MonetModel(BuiltModel):
     p_col: np.ndarray  # (T, P) column of P (R's column where P is R; -1: none)
     p_cells: list[tuple[int, int]]  # (t, u) of each P column
     ip: dict[tuple[int, int], list[int]]  # (t, u) -> columns of the impls consuming u in place in stage t
+    mem_units: np.ndarray  # output size at each position in memory units
+    k_terms: list[tuple[np.ndarray, np.ndarray, np.ndarray]]  # per stage: (position, column, coef) of K
+    prefix: tuple[np.ndarray, np.ndarray, np.ndarray] | None  # ASUF, APRE, KPRE columns (T, P + 1), or None
 
     @property
     def n_stages(self) -> int:
@@ -215,6 +219,82 @@ class _Terms:
         model.add_rows(rows, cols, coefs, lb=lb, ub=ub, name=name)
 
 
+class _Sums:
+    """The sums of the memory rows, written out (dense) or through prefix-sum columns (``prefix_vars``).
+
+    ``stored``: sum of M_i S[t, i] for i >= start; ``kept``: sum of M_i S[t+1, i] for i < end;
+    ``read``: sum of M_i K[t, i] for i < end (K's variable part; its constant part is in the row bounds).
+    Prefix columns ASUF, APRE, KPRE are defined by recurrences (rows ``prefix``).
+    """
+
+    def __init__(self, b: _Builder) -> None:
+        self.b = b
+        T, P = b.T, b.P
+        auto = T * P * P > 1_000_000
+        self.prefix = auto if b.opts.prefix_vars is None else bool(b.opts.prefix_vars)
+        self.asuf = np.full((T, P + 1), -1, dtype=np.int64)
+        self.apre = np.full((T, P + 1), -1, dtype=np.int64)
+        self.kpre = np.full((T, P + 1), -1, dtype=np.int64)
+        if self.prefix:
+            self._columns()
+
+    def _columns(self) -> None:
+        b, m, T, P, M = self.b, self.b.m, self.b.T, self.b.P, self.b.M
+        total = float(M.sum())
+        make = (
+            (lambda name, k, lb: m.int_block(name, k, lb=lb, ub=total))
+            if b.opts.integral_memory
+            else (lambda name, k, lb: m.cont_block(name, k, lb=lb, ub=total))
+        )
+        k_stages = [t for t in range(1, T) if b.k_terms[t][0].size]
+        self.asuf[1:, :P] = make("ASUF", (T - 1) * P, 0.0).cols.reshape(T - 1, P)
+        self.apre[:, 1:] = make("APRE", T * P, 0.0).cols.reshape(T, P)
+        if k_stages:
+            self.kpre[k_stages, 1:] = make("KPRE", len(k_stages) * P, -total).cols.reshape(len(k_stages), P)
+        rows = _Terms()
+        for t in range(T):
+            if t >= 1:  # ASUF[t, j] = M_j S[t, j] + ASUF[t, j + 1]
+                r = rows.rows(P, 0.0, 0.0)
+                rows.add(r, self.asuf[t, :P], 1.0)
+                rows.add(r, self.asuf[t, 1:], -1.0)
+                rows.add(r, b.s_col[t], -M)
+            r = rows.rows(P, 0.0, 0.0)  # APRE[t, j + 1] = APRE[t, j] + M_j S[t + 1, j]
+            rows.add(r, self.apre[t, 1:], 1.0)
+            rows.add(r, self.apre[t, :P], -1.0)
+            rows.add(r, b.s_col[t + 1], -M)
+            ki, kc, kf = b.k_terms[t]
+            if ki.size:  # KPRE[t, j + 1] = KPRE[t, j] + M_j (K's variable terms at j)
+                r = rows.rows(P, 0.0, 0.0)
+                rows.add(r, self.kpre[t, 1:], 1.0)
+                rows.add(r, self.kpre[t, :P], -1.0)
+                rows.add(r[ki], kc, -kf * M[ki])
+        rows.add_to(m, "prefix")
+
+    def stored(self, rows: _Terms, t: int, r: np.ndarray, start: np.ndarray) -> None:
+        if self.prefix:
+            rows.add(r, self.asuf[t, start], 1.0)
+            return
+        pos = np.arange(self.b.P)
+        rr, ii = np.nonzero(pos[None, :] >= start[:, None])
+        rows.add(r[rr], self.b.s_col[t, ii], self.b.M[ii])
+
+    def kept(self, rows: _Terms, t: int, r: np.ndarray, end: np.ndarray) -> None:
+        if self.prefix:
+            rows.add(r, self.apre[t, end], 1.0)
+            return
+        pos = np.arange(self.b.P)
+        rr, ii = np.nonzero(pos[None, :] < end[:, None])
+        rows.add(r[rr], self.b.s_col[t + 1, ii], self.b.M[ii])
+
+    def read(self, rows: _Terms, t: int, r: np.ndarray, end: np.ndarray) -> None:
+        if self.prefix:
+            rows.add(r, self.kpre[t, end], 1.0)
+            return
+        ki, kc, kf = self.b.k_terms[t]
+        rr, ee = np.nonzero(ki[None, :] < end[:, None])
+        rows.add(r[rr], kc[ee], kf[ee] * self.b.M[ki[ee]])
+
+
 class _Builder:
     """One build of the MONeT program."""
 
@@ -269,6 +349,9 @@ class _Builder:
             p_col=self.p_col,
             p_cells=self.p_cells,
             ip=self.ip,
+            mem_units=self.M,
+            k_terms=self.k_terms,
+            prefix=self.prefix,
         )
 
     def _blocks(self) -> None:
@@ -452,8 +535,9 @@ class _Builder:
         actives: list[np.ndarray] = []
         pos = np.arange(P)
         last = lay.last_forward_reader
+        sums = _Sums(self)
+        self.prefix = (sums.asuf, sums.apre, sums.kpre) if sums.prefix else None
         for t in range(T):
-            ki, kc, kf = self.k_terms[t]
             k_const_bytes = np.cumsum(np.concatenate([[0.0], M * self.k_const[t]]))  # sum over i < j
             base = self.G[t]  # fixed memory is taken off the capacity
             # m2: one row per computed non-aux position j
@@ -461,12 +545,15 @@ class _Builder:
             if js.size:
                 r = rows.rows(js.size, -np.inf, self.cap)
                 local = (pos[None, :] < js[:, None]) & (last[None, :] >= js[:, None])
-                rr, ii = np.nonzero(pos[None, :] > js[:, None])
-                rows.add(r[rr], self.s_col[t, ii], M[ii])
-                rr, ii = np.nonzero((pos[None, :] < js[:, None]) & ~local)
-                rows.add(r[rr], self.s_col[t + 1, ii], M[ii])
-                rr, ee = np.nonzero(ki[None, :] < js[:, None])
-                rows.add(r[rr], kc[ee], kf[ee] * M[ki[ee]])
+                sums.stored(rows, t, r, js + 1)  # S[t, i] for i > j
+                if sums.prefix:  # S[t+1, i] for i < j outside the local set
+                    sums.kept(rows, t, r, js)
+                    rr, ii = np.nonzero(local)
+                    rows.add(r[rr], self.s_col[t + 1, ii], -M[ii])
+                else:
+                    rr, ii = np.nonzero((pos[None, :] < js[:, None]) & ~local)
+                    rows.add(r[rr], self.s_col[t + 1, ii], M[ii])
+                sums.read(rows, t, r, js)
                 rows.add(r, self.r_col[t, js], M[js] + (local * M[None, :]).sum(axis=1))
                 for row, j in zip(r.tolist(), js.tolist(), strict=True):
                     for col, impl in zip(self.delta_cols[t][j], lay.f_impls[j], strict=True):
@@ -477,12 +564,9 @@ class _Builder:
             # m1: state rows at every position
             if self.opts.state_rows and t >= 1:
                 r = rows.rows(P, -np.inf, self.cap)
-                rr, ii = np.nonzero(pos[None, :] >= pos[:, None])
-                rows.add(r[rr], self.s_col[t, ii], M[ii])
-                rr, ii = np.nonzero(pos[None, :] < pos[:, None])
-                rows.add(r[rr], self.s_col[t + 1, ii], M[ii])
-                rr, ee = np.nonzero(ki[None, :] < pos[:, None])
-                rows.add(r[rr], kc[ee], kf[ee] * M[ki[ee]])
+                sums.stored(rows, t, r, pos)
+                sums.kept(rows, t, r, pos)
+                sums.read(rows, t, r, pos)
                 consts.append(base + k_const_bytes[pos])
                 actives.append(np.full(P, -1, dtype=np.int64))
             # m3: the backward step
@@ -492,8 +576,8 @@ class _Builder:
                 for col, impl in zip(self.dhat_cols[t], lay.b_impls[t - 1], strict=True):
                     alloc = 0 if impl.inplace >= 0 else int(self.graph.mem[b])
                     rows.add(r, col, (alloc + impl.workspace) / self.unit)
-                rows.add(np.repeat(r, P), self.s_col[t + 1], M)
-                rows.add(np.repeat(r, ki.size), kc, kf * M[ki])
+                sums.kept(rows, t, r, np.array([P]))
+                sums.read(rows, t, r, np.array([P]))
                 consts.append(np.array([base + (M * self.k_const[t]).sum()]))
                 actives.append(np.array([-1]))
         const = np.concatenate(consts)

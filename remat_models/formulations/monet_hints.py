@@ -89,4 +89,24 @@ def _assignment(
         x[col] = float(R[t, u] and consumed < 0.5)
     for batch in m.products:  # SIGMA = DHAT * S[t+1]
         x[batch.z] = x[batch.b] * x[batch.x]
+    if built.prefix is not None:
+        _fill_prefix(built, x)
     return m.split(x)
+
+
+def _fill_prefix(built: MonetModel, x: np.ndarray) -> None:
+    """ASUF, APRE and KPRE from their definitions (sums over S and K's variable terms)."""
+    asuf, apre, kpre = built.prefix  # type: ignore[misc]
+    M = built.mem_units
+    T, P = built.r_col.shape
+    for t in range(T):
+        s_now = x[built.s_col[t]] * M if t >= 1 else np.zeros(P)
+        suffix = np.cumsum(s_now[::-1])[::-1]
+        cells = asuf[t, :P] >= 0
+        x[asuf[t, :P][cells]] = suffix[cells]
+        x[apre[t, 1:]] = np.cumsum(x[built.s_col[t + 1]] * M)
+        ki, kc, kf = built.k_terms[t]
+        if ki.size and (kpre[t, 1:] >= 0).all():
+            per_position = np.bincount(ki, weights=kf * M[ki] * x[kc], minlength=P)
+            x[kpre[t, 1:]] = np.cumsum(per_position)
+
