@@ -3,6 +3,7 @@
 from remat_models.torch.api import RematStep, apply_grads, extract, fixed_tensors, plan
 from remat_models.torch.executor import Executor, StepResult
 from remat_models.torch.mapping import Role, TorchGraph, to_graph
+from remat_models.torch.maxbatch import TorchMaxBatch, max_batch
 from remat_models.torch.trace import TracedStep, trace_step
 
 __all__ = [
@@ -11,10 +12,12 @@ __all__ = [
     "Role",
     "StepResult",
     "TorchGraph",
+    "TorchMaxBatch",
     "TracedStep",
     "apply_grads",
     "extract",
     "fixed_tensors",
+    "max_batch",
     "plan",
     "to_graph",
     "trace_step",
