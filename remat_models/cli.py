@@ -391,6 +391,20 @@ def _plan_named(graph: Graph, budget: int, name: str, time_limit: float, specs: 
     )
 
 
+@app.command("backends")
+def backends_command() -> None:
+    """Solver backends: which are usable here, and how to install the others."""
+    from remat_models.backends import available
+
+    found = available()
+    table = Table(title="solver backends")
+    for column in ("backend", "here", "how to install"):
+        table.add_column(column)
+    for name in sorted([*found, *found.missing]):
+        table.add_row(name, "usable" if name in found else "missing", found.missing.get(name, ""))
+    console.print(table)
+
+
 def main() -> None:
     """Console entry point: library errors become one line on stderr and exit status 1 (3: over budget)."""
     try:

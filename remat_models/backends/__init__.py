@@ -8,6 +8,7 @@ from remat_models.backends.base import Backend, LoweringBackend, SolveLimits, So
 from remat_models.errors import BackendUnavailableError, ConfigurationError
 
 __all__ = [
+    "Availability",
     "Backend",
     "LoweringBackend",
     "SolveLimits",
@@ -24,6 +25,7 @@ __all__ = [
 # name -> "module:Class" (imported lazily, so that listing backends never imports a solver)
 _REGISTRY: dict[str, str] = {
     "cpsat": "remat_models.backends.cpsat:CpSatBackend",
+    "cvxpy": "remat_models.backends.cvxpy:CvxpyBackend",
     "gurobi": "remat_models.backends.gurobi:GurobiBackend",
     "highs": "remat_models.backends.highs:HighsBackend",
     "minizinc": "remat_models.backends.minizinc:MiniZincBackend",
@@ -63,9 +65,29 @@ def get_backend(spec: str) -> Backend:
     return cls(option or None)
 
 
-def available() -> list[str]:
-    """Names of the backends usable in this process."""
-    return [n for n in names() if backend_class(n).available()]
+class Availability(list[str]):
+    """The names of the usable backends (a list), and ``missing``: each unusable one with how to install it."""
+
+    def __init__(self, usable: list[str], missing: dict[str, str]) -> None:
+        super().__init__(usable)
+        self.missing = missing
+
+    def __str__(self) -> str:
+        lines = [f"usable: {', '.join(self) or 'none'}"]
+        lines += [f"missing {name}: {hint}" for name, hint in self.missing.items()]
+        return "\n".join(lines)
+
+
+def available() -> Availability:
+    """Names of the backends usable in this process; ``.missing`` says which are not, and how to install them."""
+    usable, missing = [], {}
+    for name in names():
+        cls = backend_class(name)
+        if cls.available():
+            usable.append(name)
+        else:
+            missing[name] = cls.install_hint
+    return Availability(usable, missing)
 
 
 def natively_taking(construct: str) -> list[str]:

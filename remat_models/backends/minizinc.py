@@ -39,7 +39,7 @@ class MiniZincBackend(LoweringBackend):
     name = "minizinc"
     native_constructs = mzn.NATIVE
     module = "minizinc"
-    install_hint = f"pip install minizinc, and {BINARY_HINT}"
+    install_hint = f"pip install 'remat_models[minizinc]', and {BINARY_HINT}"
     options = ("gecode", "chuffed", "cp-sat", "or-tools", "highs", "cbc", "coinbc", "gurobi", "scip", "cplex", "xpress")
 
     def __init__(self, option: str | None = None) -> None:
@@ -88,7 +88,7 @@ def solver_problem(tag: str) -> str | None:
     try:
         import minizinc
     except ImportError:
-        return "the Python package is missing: pip install minizinc"
+        return "the Python package is missing: pip install 'remat_models[minizinc]'"
     if minizinc.default_driver is None or shutil.which("minizinc") is None:
         return f"the `minizinc` executable is not on PATH; install {BINARY_HINT}"
     try:

@@ -59,7 +59,10 @@ class PyomoBackend(LoweringBackend):
     name = "pyomo"
     native_constructs = frozenset({C.CONTINUOUS})
     module = "pyomo"
-    install_hint = "pip install pyomo (and a solver Pyomo can call, e.g. pip install highspy for appsi_highs)"
+    install_hint = (
+        "pip install 'remat_models[pyomo]' (appsi_highs runs on highspy;"
+        " cbc/glpk: apt-get install coinor-cbc glpk-utils)"
+    )
     options = SolverNames(("appsi_highs", "highs", "cbc", "glpk", "gurobi_direct", "gurobi_persistent", "scip"))
 
     def __init__(self, option: str | None = None) -> None:
