@@ -224,6 +224,14 @@ def solve_command(
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Write the schedule JSON here.")] = None,
     extension_specs: WithOption = None,
     option_pairs: OptionOption = None,
+    impls: Annotated[
+        str,
+        typer.Option(
+            "--impls",
+            help="Graphs with operator implementations: on (monet/checkmate-impls choose them, other methods "
+            "plan the default view then switch greedily) or off (every method plans the default view).",
+        ),
+    ] = "on",
 ) -> None:
     """Plan a graph under a budget with a heuristic or a solver; exit 3 if no schedule fits."""
     if out is not None:
@@ -254,6 +262,7 @@ def solve_command(
             options=options,
             seed=seed,
             allow_over_budget=True,
+            impls=_impls_flag(impls),
         )
     else:
         result = plan(
@@ -269,6 +278,7 @@ def solve_command(
             seed=seed,
             workers=workers,
             allow_over_budget=True,
+            impls=_impls_flag(impls),
         )
     console.print(_results_table(f"{graph_path.name} at {limit:,} B", [result]))
     solver = _solver_table(result)
@@ -284,6 +294,12 @@ def solve_command(
         peak = "" if result.simulation is None else f" (best peak {result.simulation.peak:,} B)"
         errors.print(f"error: {result.method} found no schedule within {limit:,} B: {result.status.value}{peak}")
         raise typer.Exit(3)
+
+
+def _impls_flag(text: str) -> bool:
+    if text not in ("on", "off"):
+        raise ConfigurationError(f"--impls takes on or off, got {text!r}")
+    return text == "on"
 
 
 def _iteration_pair(text: str) -> tuple[int, int]:
