@@ -20,6 +20,7 @@ from remat_models.bench.outcome import outcome_of
 from remat_models.bench.sweep import RunSpec
 from remat_models.bench.watchdog import start_watchdog
 from remat_models.errors import ConfigurationError, GraphError
+from remat_models.formulations.extensions import make_extensions
 from remat_models.io import read_graph, write_json_atomic, write_schedule
 from remat_models.planner import PlanResult, plan
 from remat_models.plugins import load_callable
@@ -70,6 +71,7 @@ def call_method(method: MethodSpec, graph: Any, budget: int, *, seed: int, time_
         time_limit=time_limit,
         init=method.init,
         options=method.options,
+        extensions=make_extensions(method.extensions),
         seed=seed,
         workers=method.workers,
         allow_over_budget=True,  # recorded as status over_budget

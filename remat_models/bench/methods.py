@@ -7,6 +7,8 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from remat_models.errors import ConfigurationError
+from remat_models.formulations.extensions import make_extensions
+from remat_models.planner import parse_method_name
 
 # Published method families (columns of the reference tables) by our method's identity.
 _HEURISTIC_FAMILIES = {
@@ -30,6 +32,7 @@ _KEYS = {
     "seed",
     "workers",
     "paper",
+    "extensions",
 }
 
 
@@ -40,7 +43,7 @@ class MethodSpec:
     label: str
     name: str | None = None
     formulation: str | None = None
-    backend: str = "highs"
+    backend: str | None = None  # None: the formulation's default backend
     approx: str | None = None
     init: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
@@ -49,6 +52,7 @@ class MethodSpec:
     seeds: tuple[int, ...] | None = None  # overrides the sweep's
     workers: int = 1
     paper: str | None = None  # published method family this row is compared with
+    extensions: tuple[Any, ...] = ()  # NAME[:k=v,...] strings or tables {name = ..., k = v} (see --with)
 
     @property
     def kind(self) -> str:
@@ -82,12 +86,10 @@ def parse_method(text: str) -> MethodSpec:
         raise ConfigurationError("empty method name")
     if ":" in text and (text.rsplit(":", 1)[0].endswith(".py") or "/" not in text):
         return method_from_mapping({"plugin": text})
-    if "/" in text:
-        formulation, backend = text.split("/", 1)
-        if backend == "lp-rounding":
-            return method_from_mapping({"formulation": formulation, "approx": backend})
-        return method_from_mapping({"formulation": formulation, "backend": backend})
-    return method_from_mapping({"name": text})
+    ref = parse_method_name(text)
+    if ref.method is not None:
+        return method_from_mapping({"name": ref.method})
+    return method_from_mapping({"formulation": ref.formulation, "backend": ref.backend, "approx": ref.approx})
 
 
 def method_from_mapping(data: Mapping[str, Any]) -> MethodSpec:
@@ -111,7 +113,7 @@ def method_from_mapping(data: Mapping[str, Any]) -> MethodSpec:
         label="",
         name=data.get("name"),
         formulation=data.get("formulation"),
-        backend=str(data.get("backend") or "highs"),
+        backend=None if data.get("backend") is None else str(data["backend"]),
         approx=data.get("approx"),
         init=data.get("init"),
         options=dict(options),
@@ -120,6 +122,7 @@ def method_from_mapping(data: Mapping[str, Any]) -> MethodSpec:
         seeds=seeds,
         workers=int(data.get("workers", 1)),
         paper=data.get("paper"),
+        extensions=_extensions(data.get("extensions")),
     )
     _check_known(spec)
     label = data.get("label") or _default_label(spec)
@@ -148,6 +151,15 @@ def _check_known(spec: MethodSpec) -> None:
             raise ConfigurationError(f"backend {name!r} has no option {option!r}; options: {', '.join(cls.options)}")
 
 
+def _extensions(value: Any) -> tuple[Any, ...]:
+    """Extension specs, checked now (a misspelled one fails the sweep at load, not every run)."""
+    if not isinstance(value, (list, tuple, type(None))):
+        raise ConfigurationError(f"method extensions must be a list of NAME[:k=v] strings or tables, got {value!r}")
+    specs = tuple(value or ())
+    make_extensions(specs)
+    return specs
+
+
 def _seeds(value: Any) -> tuple[int, ...] | None:
     if value is None:
         return None
@@ -162,7 +174,8 @@ def _default_label(spec: MethodSpec) -> str:
         return spec.plugin.rsplit("/", 1)[-1]
     if spec.name is not None:
         return spec.name
-    label = f"{spec.formulation}/{spec.approx}" if spec.approx else f"{spec.formulation}/{spec.backend}"
+    label = f"{spec.formulation}/{spec.approx or spec.backend or 'default'}"
+    label += "".join(f"+with={e if isinstance(e, str) else e.get('name')}" for e in spec.extensions)
     return label + (f"+init={spec.init}" if spec.init else "")
 
 

@@ -77,13 +77,12 @@ def _call(label: str, factory: Callable[..., Any], arguments: Mapping[str, Any])
 
 
 def _split(text: str) -> tuple[str, dict[str, Any]]:
-    """``reference`` and keyword arguments of ``reference[:k=v,...]`` (a reference may hold one ``:``)."""
-    parts = text.split(":")
-    if len(parts) >= 2 and ("=" in parts[-1] or not parts[-1]):
-        reference, arguments = ":".join(parts[:-1]), parts[-1]
-    else:
-        reference, arguments = text, ""
-    return reference, dict(_pair(item) for item in _items(arguments))
+    """Reference and keyword arguments of ``NAME[:args]`` or ``module:factory[:args]`` / ``file.py:factory[:args]``."""
+    head, _, rest = text.partition(":")
+    factory, _, arguments = rest.partition(":")
+    if head in _REGISTRY or not rest or "=" in factory:  # a name, maybe with arguments (unknown names fail later)
+        return head, dict(_pair(item) for item in _items(rest))
+    return f"{head}:{factory}", dict(_pair(item) for item in _items(arguments))
 
 
 def _items(text: str) -> list[str]:

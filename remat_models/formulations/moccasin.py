@@ -140,8 +140,11 @@ class _TwoPhase:
 
     def _phase1(self, start: IntervalValues) -> tuple[IntervalValues | None, bool]:
         """Sec. 2.4 phase 1: minimize max(M_var, budget) from ``start``; (fitting intervals or None, infeasible?)."""
-        built = self.built
-        p1 = build_model(built.graph, built.budget, built.options, phase1_peak=built.peak(start))
+        built, graph = self.built, self.built.graph
+        ceiling = built.peak(start)
+        if not self._satisfies_extensions(built, start):  # then the start's peak does not bound phase 1's optimum
+            ceiling = max(ceiling, graph.fixed_mem + int(graph.mem.sum()) + int(graph.workspace.max(initial=0)))
+        p1 = build_model(graph, built.budget, built.options, phase1_peak=ceiling)
         p1.formulation = built.formulation
         apply_extensions(p1, built.applied)
         res = self.solver.solve(p1.model, self._limits(), hints=self._hint_values(p1, start))
