@@ -48,6 +48,7 @@ class HilpOptions:
     cost_precision: float = DEFAULT_PRECISION
     loss_once: bool = True
     save: int | None = None  # bytes: cap on memory in the loss stage (subproblems)
+    correction: bool = True  # options with a profile get the corrected memory rows (10c) instead of (10)
 
     @classmethod
     def of(cls, options: HilpOptions | Mapping[str, Any] | None) -> HilpOptions:
@@ -77,7 +78,7 @@ class HilpModel(BuiltModel):
     memory_step: Rows
     memory_const: np.ndarray
     first_cell: np.ndarray
-    overhead_rows: Rows  # per U cell: sum of m_q R[t, q]
+    memory_rows: Rows  # left-hand sides of every memory row beyond U <= budget
     mem_scale: float
 
     def chosen(self, values: Mapping[str, np.ndarray]) -> list[tuple[int, int]]:
@@ -95,7 +96,7 @@ class HilpModel(BuiltModel):
     def peak_bound(self, values: Mapping[str, np.ndarray]) -> float:
         """The model's memory bound in bytes: max over cells of U + m R."""
         x = self.model.flatten(values, fill=0.0)
-        during = np.asarray(values["U"], dtype=np.float64) + self.overhead_rows.evaluate(x)
+        during = np.concatenate([np.asarray(values["U"], dtype=np.float64), self.memory_rows.evaluate(x)])
         return float(during.max()) * self.mem_scale if during.size else 0.0
 
 
@@ -230,7 +231,7 @@ class _Builder:
             memory_step=step,
             memory_const=const,
             first_cell=first,
-            overhead_rows=overhead,
+            memory_rows=overhead,
             mem_scale=self.mem_scale,
         )
 
@@ -367,22 +368,66 @@ class _Builder:
         const = np.where(first_flag, h.graph.fixed_mem / self.mem_scale, 0.0)
         previous = np.where(first_flag, -1, U.cols - 1)
         Rows(cells).term(U.cols, 1.0).term(previous, -1.0).extend(step, -1.0).add_to(self.m, lb=const, ub=const)
-        overhead = Rows(cells).term(self.rid[tt, qq], self.overhead[qq], rows=uid[tt, self.opt_node[qq]])
-        heavy = np.flatnonzero(np.bincount(uid[tt, self.opt_node[qq]], weights=self.overhead[qq] > 0, minlength=cells))
-        if heavy.size:
-            rows = Rows(heavy.size).term(U.cols[heavy], 1.0)
-            sub_r, sub_c, sub_v = overhead.arrays()
-            pick = np.full(cells, -1)
-            pick[heavy] = np.arange(heavy.size)
-            keep = pick[sub_r] >= 0
-            rows.term(sub_c[keep], sub_v[keep], rows=pick[sub_r[keep]])
-            rows.add_to(self.m, ub=cap)
+        corrected = np.array([bool(p.profile) and self.opts.correction for node in h.parts for p in node])
+        node_corrected = np.zeros(T, dtype=bool)
+        node_corrected[self.opt_node[corrected]] = True
+        plain = ~node_corrected[self.opt_node[qq]]
+        cell_of = uid[tt, self.opt_node[qq]]
+        heavy = np.flatnonzero(np.bincount(cell_of[plain], weights=self.overhead[qq[plain]] > 0, minlength=cells))
+        pick = np.full(cells, -1)
+        pick[heavy] = np.arange(heavy.size)
+        keep = plain & (pick[cell_of] >= 0)
+        rows = Rows(heavy.size).term(U.cols[heavy], 1.0)
+        rows.term(self.rid[tt[keep], qq[keep]], self.overhead[qq[keep]], rows=pick[cell_of[keep]])
+        overhead = self._corrections(rows, uid, U, free, np.flatnonzero(corrected))
+        overhead.add_to(self.m, ub=cap)
         if self.opts.save is not None and h.loss >= 0:
             in_loss = np.flatnonzero(stage == h.loss)
             g = byte_gcd(h.graph)
             save = (int(self.opts.save) // g + (0.0 if self.opts.integral_memory else 0.5)) * g / self.mem_scale
             Rows(in_loss.size).term(U.cols[in_loss], 1.0).add_to(self.m, ub=save)
         return step, const, first, overhead
+
+    def _corrections(self, rows: Rows, uid: np.ndarray, U: Any, free: np.ndarray, options: np.ndarray) -> Rows:
+        """Append the rows (10c) of every corrected option to ``rows`` (a new batch with the extra rows)."""
+        h = self.h
+        parts = [p for node in h.parts for p in node]
+        data_id = {int(v): d for d, v in enumerate(h.data_node.tolist())}
+        ft, fd, fk = free.T
+        free_cols = self.m.block("FREE").cols
+        free_at: dict[tuple[int, int], np.ndarray] = {}
+        order = np.lexsort((ft, fk, fd))
+        keys = fd[order] * self.T + fk[order]
+        bounds = np.flatnonzero(np.diff(keys)) + 1
+        for chunk in np.split(order, bounds) if order.size else []:
+            col = np.full(self.T, -1, dtype=np.int64)
+            col[ft[chunk]] = free_cols[chunk]
+            free_at[(int(fd[chunk[0]]), int(fk[chunk[0]]))] = col
+        r0, c0, v0 = rows.arrays()
+        all_r, all_c, all_v = [r0], [c0], [v0]
+        count = rows.count
+        none = np.full(self.T, -1, dtype=np.int64)
+        for q in options.tolist():
+            k = int(self.opt_node[q])
+            ts = np.flatnonzero(self.r_mask[:, q])
+            if ts.size == 0:
+                continue
+            for m_i, freed, pending in parts[q].profile:
+                ids = count + np.arange(ts.size)
+                pend = sum(float(self.size[data_id[v]]) for v in pending)
+                all_r += [ids, ids]
+                all_c += [U.cols[uid[ts, k]], self.rid[ts, q]]
+                all_v += [np.ones(ts.size), np.full(ts.size, m_i / self.mem_scale - pend)]
+                for v in freed:
+                    d = data_id[v]
+                    cols = free_at.get((d, k), none)[ts]
+                    ok = cols >= 0
+                    all_r.append(ids[ok])
+                    all_c.append(cols[ok])
+                    all_v.append(np.full(int(ok.sum()), -float(self.size[d])))
+                count += ts.size
+        result = Rows(count)
+        return result.term(np.concatenate(all_c), np.concatenate(all_v), rows=np.concatenate(all_r))
 
 
 HILP = Hilp()

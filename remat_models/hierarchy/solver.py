@@ -1,0 +1,327 @@
+"""The hierarchical solver (HiREmate section 3.2.1): cluster options bottom-up, then H-ILP at the top.
+
+For every distinct cluster (by canonical key, ``identical="exact"`` or ``"shape"``), children
+first: base options (autograd, recompute; no ILP), then H-ILP solves of the cluster's local graph
+over a grid of (peak, save) budgets, each decoded, split at the virtual loss and measured. The top
+level is one H-ILP over the graph with the top clusters as layers. Its compute sequence is freed
+eagerly and re-simulated: the returned schedule's peak is the simulator's, never the model's.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import numpy as np
+
+from remat_models.backends import SolveLimits, SolveStatus, get_backend
+from remat_models.errors import BudgetInfeasibleError, ConfigurationError
+from remat_models.formulations.hilp import HILP, HilpModel
+from remat_models.formulations.hilp_graph import LayerSpec, Part, build_hgraph
+from remat_models.graph import Graph, NodeKind
+from remat_models.hierarchy.layers import layer_members, pair_layers
+from remat_models.hierarchy.local import Identical, LocalGraph, local_graph
+from remat_models.hierarchy.options import (
+    ClusterOption,
+    FastForward,
+    Profile,
+    base_options,
+    fast_forward,
+    measure,
+)
+from remat_models.hierarchy.partition import Cluster, Partition, PartitionOptions, h_partition
+from remat_models.model import constructs
+from remat_models.schedule import Schedule, SimulationResult, eager_frees, simulate
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class HierarchyOptions:
+    """Options of the hierarchical solve (spec section 3; CPU profile defaults of section 3.3)."""
+
+    max_leaf: int = 12  # M^l
+    max_top: int = 20  # M^t
+    alpha: float = 0.5
+    identical: Identical = "exact"
+    nb_peak: int = 3
+    nb_save: int = 3
+    max_options: int = 100  # N_o, split over the children of a level
+    level_time_limit: float = 30.0  # per option ILP
+    options_time_limit: float | None = None  # all option ILPs together (None: no cap)
+    correction: str = "top"  # corrected memory rows (10c): "top" level only, "all" levels, "off"
+
+    @classmethod
+    def of(cls, options: HierarchyOptions | Mapping[str, Any] | None) -> HierarchyOptions:
+        """From an instance, a mapping of field names or None; unknown names are errors."""
+        if options is None:
+            return cls()
+        if isinstance(options, HierarchyOptions):
+            return options
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise ConfigurationError(f"unknown hilp partition option(s) {unknown}; known: {sorted(known)}")
+        value = cls(**dict(options))
+        bad = value.identical not in ("exact", "shape") or value.correction not in ("top", "all", "off")
+        if bad or value.nb_peak < 1 or value.nb_save < 1:
+            raise ConfigurationError(f"bad hilp partition options {dict(options)}")
+        return value
+
+    @property
+    def partition(self) -> PartitionOptions:
+        """The H-Partition parameters."""
+        return PartitionOptions(max_leaf=self.max_leaf, max_top=self.max_top, alpha=self.alpha)
+
+
+@dataclass
+class HierarchicalResult:
+    """The top-level outcome, the simulated schedule, and every ILP solved (level, seconds, status)."""
+
+    status: SolveStatus
+    schedule: Schedule | None
+    simulation: SimulationResult | None
+    objective: float | None
+    bound: float | None
+    partition: Partition
+    ilp_times: list[tuple[str, float, str]] = field(default_factory=list)
+    top: HilpModel | None = None
+    top_solve_time: float = 0.0
+    model_peak: float | None = None
+
+    @property
+    def ilps(self) -> int:
+        """Number of ILPs solved (option ILPs and the top one)."""
+        return len(self.ilp_times)
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-ready numbers."""
+        clusters = self.partition.clusters()
+        return {
+            "depth": self.partition.depth,
+            "clusters": len(clusters),
+            "top_nodes": len(self.partition.top),
+            "ilps": self.ilps,
+            "ilp_time_s": float(sum(t for _, t, _ in self.ilp_times)),
+            "top_solve_time_s": self.top_solve_time,
+        }
+
+
+@dataclass
+class _Solved:
+    """A representative cluster's local graph and options (local indices)."""
+
+    local: LocalGraph
+    options: list[ClusterOption]
+    ff: FastForward
+
+
+class HierarchicalSolver:
+    """One hierarchical solve of a graph under a budget on a backend."""
+
+    def __init__(
+        self,
+        graph: Graph,
+        budget: int,
+        backend: str = "highs",
+        options: HierarchyOptions | Mapping[str, Any] | None = None,
+        limits: SolveLimits | None = None,
+    ) -> None:
+        self.graph, self.budget, self.backend = graph, int(budget), backend
+        self.opts = HierarchyOptions.of(options)
+        self.limits = limits or SolveLimits()
+        self.solver = get_backend(backend)
+        self.integral = constructs.CONTINUOUS not in self.solver.native_constructs
+        self.owner = pair_layers(graph)
+        self.solved: dict[str, _Solved] = {}
+        self.key_of: dict[Cluster, str] = {}
+        self.locals: dict[Cluster, LocalGraph] = {}
+        self.ilp_times: list[tuple[str, float, str]] = []
+        self.deadline: float | None = None
+
+    # ------------------------------------------------------------------ helpers
+    def _local(self, cluster: Cluster) -> LocalGraph:
+        if cluster not in self.locals:
+            forward = np.array(cluster.nodes, dtype=np.int64)
+            self.locals[cluster] = local_graph(self.graph, forward, layer_members(self.owner, cluster.nodes))
+        return self.locals[cluster]
+
+    def _solve(self, built: HilpModel, time_limit: float | None, label: str) -> Any:
+        limits = SolveLimits(
+            time_limit=time_limit, workers=self.limits.workers, seed=self.limits.seed, mip_gap=self.limits.mip_gap
+        )
+        result = self.solver.solve(built.model, limits)
+        self.ilp_times.append((label, float(result.wall_time), result.status.value))
+        return result
+
+    def layer(self, cluster: Cluster, level_index: dict[int, int]) -> LayerSpec:
+        """The layer of ``cluster`` at a level whose nodes are ``level_index`` (global id -> level index)."""
+        solved = self.solved[self.key_of[cluster]]
+        gid = self._local(cluster).gid
+        cost = self.graph.cost
+
+        def seq(local: tuple[int, ...]) -> tuple[int, ...]:
+            return tuple(level_index[int(gid[i])] for i in local)
+
+        def total(local: tuple[int, ...]) -> float:
+            return float(cost[gid[list(local)]].sum()) if local else 0.0
+
+        def profile(rows: Profile) -> Profile:
+            return tuple((m, seq(freed), seq(pending)) for m, freed, pending in rows)
+
+        picked = solved.options
+        fwd = tuple(Part(seq(o.fwd), total(o.fwd), o.m_fwd, o.phantom, (), profile(o.profile_fwd)) for o in picked)
+        bwd = tuple(
+            Part(seq(o.bwd), total(o.bwd), o.m_bwd, -o.phantom, seq(o.dep), profile(o.profile_bwd)) for o in picked
+        )
+        ff = Part(seq(solved.ff.seq), total(solved.ff.seq), solved.ff.m_fwd, 0, (), profile(solved.ff.profile))
+        members = [*cluster.nodes, *layer_members(self.owner, cluster.nodes).tolist()]
+        return LayerSpec(
+            forward=tuple(level_index[v] for v in cluster.nodes),
+            backward=tuple(level_index[int(v)] for v in layer_members(self.owner, cluster.nodes)),
+            fwd=fwd,
+            bwd=bwd if solved.local.backward.size else (),
+            ff=ff,
+            recomputable=bool(self.graph.recomputable[members].all()),
+        )
+
+    # ------------------------------------------------------------------ options
+    def solve_cluster(self, cluster: Cluster) -> None:
+        """Options of ``cluster`` (its sub-clusters first), stored once per canonical key."""
+        for member in cluster.members:
+            if isinstance(member, Cluster):
+                self.solve_cluster(member)
+        lg = self._local(cluster)
+        key = lg.key(self.opts.identical)
+        self.key_of[cluster] = key
+        if key in self.solved:
+            return
+        options = base_options(lg)
+        self.solved[key] = _Solved(lg, options, fast_forward(lg))
+        if lg.backward.size == 0:
+            return
+        subs = [m for m in cluster.members if isinstance(m, Cluster)]
+        index = {int(g): i for i, g in enumerate(lg.gid.tolist()) if g >= 0}
+        for sub in subs:  # the children's layers refer to this local graph by its own ids
+            self.key_of.setdefault(sub, self._local(sub).key(self.opts.identical))
+        layers = [self.layer(sub, index) for sub in subs]
+        layers = self._select(layers, budget=None)
+        hg = build_hgraph(lg.graph, layers, loss=lg.loss)
+        interface = int(lg.graph.mem[: lg.n_in].sum() + lg.graph.mem[lg.out_data].sum())
+        low = max(lg.graph.lower_bound, interface)
+        high = max(o.peak for o in options)
+        seen = {(o.fwd, o.bwd) for o in options}
+        for peak in np.unique(np.linspace(low, high, self.opts.nb_peak).astype(np.int64)):
+            for save in np.unique(np.linspace(interface, peak, self.opts.nb_save).astype(np.int64))[::-1]:
+                if self._out_of_time():
+                    return
+                correct = self.opts.correction == "all"
+                opts = {"integral_memory": self.integral, "save": int(save), "correction": correct}
+                built = HILP.build_level(hg, int(peak), opts)
+                result = self._solve(built, self.opts.level_time_limit, f"cluster@{lg.graph.name}")
+                if not result.has_solution:
+                    break
+                fwd, bwd = _split(lg, built.sequence(result.values))
+                if (fwd, bwd) not in seen and _once_ok(lg, fwd, bwd):
+                    seen.add((fwd, bwd))
+                    options.append(measure(lg, list(fwd), list(bwd)))
+
+    def _out_of_time(self) -> bool:
+        return self.deadline is not None and time.perf_counter() > self.deadline
+
+    def _select(self, layers: list[LayerSpec], budget: int | None) -> list[LayerSpec]:
+        """At most ``max_options`` options in all, split by |V|; farthest-point on the phantom from option 0."""
+        sizes = np.array([len(layer.forward) for layer in layers], dtype=np.float64)
+        if not layers:
+            return layers
+        quota = np.maximum(1, np.floor(self.opts.max_options * sizes / sizes.sum())).astype(int)
+        picked = []
+        for layer, cap in zip(layers, quota, strict=True):
+            p = np.array([part.phantom for part in layer.fwd], dtype=np.float64)
+            keep = [i for i in range(p.size) if budget is None or p[i] <= budget] or [0]
+            chosen = [keep[0]]
+            while len(chosen) < min(cap, len(keep)):
+                rest = [i for i in keep if i not in chosen]
+                far = max(rest, key=lambda i: min(abs(p[i] - p[j]) for j in chosen))
+                chosen.append(far)
+            chosen.sort()
+            fwd = tuple(layer.fwd[i] for i in chosen)
+            bwd = tuple(layer.bwd[i] for i in chosen) if layer.bwd else ()
+            picked.append(LayerSpec(layer.forward, layer.backward, fwd, bwd, layer.ff, layer.recomputable))
+        return picked
+
+    # ---------------------------------------------------------------------- top
+    def run(self, init: Schedule | None = None) -> HierarchicalResult:
+        """Partition, options bottom-up, top-level H-ILP; the schedule is eagerly freed and simulated."""
+        if self.budget < self.graph.lower_bound:
+            raise BudgetInfeasibleError(
+                f"budget {self.budget} B is below the lower bound {self.graph.lower_bound} B of {self.graph.name!r}",
+                budget=self.budget,
+                lower_bound=self.graph.lower_bound,
+            )
+        started = time.perf_counter()
+        partition = h_partition(self.graph, self.opts.partition)
+        if self.opts.options_time_limit is not None:
+            self.deadline = started + self.opts.options_time_limit
+        for member in partition.top:
+            if isinstance(member, Cluster):
+                self.solve_cluster(member)
+        index = {v: v for v in range(self.graph.n)}
+        layers = [self.layer(m, index) for m in partition.top if isinstance(m, Cluster)]
+        layers = self._select(layers, self.budget)
+        loss = next((v for v in self.graph.order.tolist() if self.graph.kind[v] == NodeKind.LOSS), None)
+        opts = {"integral_memory": self.integral, "correction": self.opts.correction != "off"}
+        built = HILP.build_level(build_hgraph(self.graph, layers, loss=loss), self.budget, opts)
+        result = self._solve(built, self.limits.time_limit, "top")
+        log.info("hilp top of %s: %s after %d ILPs", self.graph.name, result.status.value, len(self.ilp_times))
+        schedule = simulation = objective = model_peak = None
+        if result.has_solution:
+            schedule = eager_frees(self.graph, built.sequence(result.values))
+            simulation = simulate(self.graph, schedule)
+            objective = built.cost(result.objective)
+            model_peak = built.peak_bound(result.values)
+        return HierarchicalResult(
+            status=result.status,
+            schedule=schedule,
+            simulation=simulation,
+            objective=objective,
+            bound=built.cost(result.bound),
+            partition=partition,
+            ilp_times=self.ilp_times,
+            top=built,
+            top_solve_time=float(result.wall_time),
+            model_peak=model_peak,
+        )
+
+
+def _split(lg: LocalGraph, sequence: list[int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """A local compute sequence split at the virtual loss, sources and ``l_C`` dropped."""
+    cut = sequence.index(lg.loss)
+    own = ~lg.is_source
+    own[lg.loss] = False
+    return tuple(v for v in sequence[:cut] if own[v]), tuple(v for v in sequence[cut + 1 :] if own[v])
+
+
+def _once_ok(lg: LocalGraph, fwd: tuple[int, ...], bwd: tuple[int, ...]) -> bool:
+    """Whether every non-recomputable node of the cluster is computed exactly once."""
+    counts = np.bincount(np.array([*fwd, *bwd], dtype=np.int64), minlength=lg.graph.n)
+    fixed = ~lg.graph.recomputable & ~lg.is_source
+    fixed[lg.loss] = False
+    return bool((counts[fixed] == 1).all())
+
+
+def solve_hierarchical(
+    graph: Graph,
+    budget: int,
+    backend: str = "highs",
+    options: HierarchyOptions | Mapping[str, Any] | None = None,
+    limits: SolveLimits | None = None,
+) -> HierarchicalResult:
+    """Plan ``graph`` under ``budget`` bytes with HiREmate: H-Partition, cluster options, top-level H-ILP."""
+    return HierarchicalSolver(graph, budget, backend, options, limits).run()
+
+
+__all__ = ["HierarchicalResult", "HierarchicalSolver", "HierarchyOptions", "solve_hierarchical"]

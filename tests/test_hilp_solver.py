@@ -1,0 +1,146 @@
+"""Hierarchical H-ILP: options, identical clusters, flattening, accounting and guards (spec T3, T4, T6-T11, T13)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from checkmate_graphs import tiny_unet
+
+from remat_models.backends import SolveStatus
+from remat_models.errors import BudgetInfeasibleError
+from remat_models.exhaustive import exhaustive_optimum
+from remat_models.graph import Graph
+from remat_models.hierarchy.layers import layer_members, pair_layers
+from remat_models.hierarchy.local import local_graph
+from remat_models.hierarchy.options import base_options
+from remat_models.hierarchy.partition import Cluster
+from remat_models.hierarchy.solver import HierarchicalSolver, solve_hierarchical
+from remat_models.io import linear_chain, unet
+from remat_models.schedule import Compute, eager_frees, input_order_peak, simulate
+
+CHAIN = {"max_leaf": 4, "max_top": 8, "nb_peak": 2, "nb_save": 2}
+
+
+def check(graph: Graph, budget: int, result) -> None:
+    """Every schedule is re-simulated: it fits, it costs the objective, within the model's bound."""
+    assert result.schedule is not None
+    sim = simulate(graph, result.schedule)
+    assert sim.peak <= budget
+    assert sim.peak == result.simulation.peak
+    assert sim.total_cost == pytest.approx(result.objective)
+    assert sim.peak <= result.model_peak + 1e-6 * budget
+
+
+def test_loose_budget_is_free_at_any_depth() -> None:
+    for graph, opts in [(linear_chain(12), CHAIN), (unet(3), {"max_leaf": 6, "max_top": 8, "nb_peak": 1})]:
+        budget = input_order_peak(graph)
+        result = solve_hierarchical(graph, budget, "highs", opts)
+        assert result.partition.depth >= 2
+        check(graph, budget, result)
+        assert result.objective == pytest.approx(graph.total_cost)
+
+
+def test_chain_hierarchy_is_valid_and_within_the_flat_and_free_optima() -> None:
+    graph = linear_chain(12)
+    measured = {}
+    for budget in (6, 8, 10):
+        result = solve_hierarchical(graph, budget, "highs", CHAIN)
+        assert result.status == SolveStatus.OPTIMAL
+        check(graph, budget, result)
+        measured[budget] = result.objective
+    # flat optima of chain(12) (Checkmate/flat H-ILP, HiGHS): 33, 31, 29 at budgets 6, 8, 10
+    assert measured[6] >= 33 and measured[8] >= 31 and measured[10] >= 29
+    assert measured == {6: 35.0, 8: 31.0, 10: 29.0}  # pinned (measured)
+    small = linear_chain(5)
+    for budget in (4, 5):
+        result = solve_hierarchical(small, budget, "highs", {"max_leaf": 3, "max_top": 3, "nb_peak": 2, "nb_save": 2})
+        if result.schedule is not None:
+            check(small, budget, result)
+            assert result.objective >= exhaustive_optimum(small, budget, "free").cost - 1e-9
+
+
+def test_identical_clusters_are_solved_once() -> None:
+    graph = linear_chain(12)
+    solver = HierarchicalSolver(graph, 8, "highs", CHAIN)
+    result = solver.run()
+    clusters = result.partition.clusters()
+    keys = [solver.key_of[c] for c in clusters]
+    assert len(set(keys)) < len(clusters)  # the interior pairs share a key
+    option_ilps = [label for label, _, _ in result.ilp_times if label != "top"]
+    assert result.ilps == len(option_ilps) + 1
+    assert len(set(keys)) == len(solver.solved)
+    # members of one key get the same options (equal times, phantoms) translated to their own nodes
+    by_key: dict[str, list[Cluster]] = {}
+    for c in clusters:
+        by_key.setdefault(solver.key_of[c], []).append(c)
+    index = {v: v for v in range(graph.n)}
+    for members in by_key.values():
+        layers = [solver.layer(c, index) for c in members]
+        signature = {tuple((p.cost, p.phantom) for p in layer.fwd + layer.bwd) for layer in layers}
+        assert len(signature) == 1
+        assert len({layer.forward for layer in layers}) == len(layers)
+    # one interior node with another size: its clusters (and neighbours reading it) get new keys
+    mem = graph.mem.copy()
+    mem[graph.index["f5"]] = 2
+    other = Graph.from_arrays(
+        graph.names, graph.cost, mem, graph.edges, kind=graph.kind, order=graph.order, name="chain12_heavy_f5"
+    )
+    solver2 = HierarchicalSolver(other, 9, "highs", CHAIN)
+    solver2.run()
+    assert len(solver.solved) < len(solver2.solved) <= len(solver.solved) + 4
+
+
+def test_base_option_records_replay_in_the_simulator() -> None:
+    graph = linear_chain(6)
+    owner = pair_layers(graph)
+    V = [graph.index["f2"], graph.index["f3"]]
+    lg = local_graph(graph, np.array(V), layer_members(owner, V))
+    autograd, recompute = base_options(lg)
+    f2 = lg.local_of[graph.index["f2"]]
+    assert autograd.phantom == int(lg.graph.mem[f2])  # b2 reads f2, an internal value
+    assert recompute.phantom == 0
+    for option in (autograd, recompute):
+        seq = [*range(lg.n_in), *option.fwd, lg.loss, *range(lg.loss + 1, int(lg.backward[0])), *option.bwd]
+        sim = simulate(lg.graph, eager_frees(lg.graph, seq))
+        assert sim.total_cost == pytest.approx(lg.graph.cost[list(option.fwd) + list(option.bwd)].sum())
+        assert sim.peak == option.peak
+    assert set(autograd.dep) == {lg.local_of[graph.index["f3"]], lg.loss + 1}  # f3 (out-data) and the out-grad b4
+
+
+def test_corrections_never_hurt_and_budget_guards() -> None:
+    graph = linear_chain(12)
+    on = solve_hierarchical(graph, 8, "highs", {**CHAIN, "correction": "top"})
+    off = solve_hierarchical(graph, 8, "highs", {**CHAIN, "correction": "off"})
+    check(graph, 8, on)
+    check(graph, 8, off)
+    assert on.objective <= off.objective
+    with pytest.raises(BudgetInfeasibleError):
+        solve_hierarchical(graph, graph.lower_bound - 1, "highs", CHAIN)
+    coarse = solve_hierarchical(graph, 4, "highs", CHAIN)  # flat-feasible (cost 45), not with these options
+    assert coarse.status == SolveStatus.INFEASIBLE and coarse.schedule is None
+
+
+def test_top_objective_is_non_increasing_in_the_budget_and_cpsat_agrees() -> None:
+    graph = tiny_unet()
+    values = []
+    for budget in (15, 17, 20):
+        result = solve_hierarchical(graph, budget, "highs", {"max_leaf": 3, "max_top": 4, "nb_peak": 2, "nb_save": 2})
+        check(graph, budget, result)
+        values.append(result.objective)
+    assert values == sorted(values, reverse=True)
+    cp = solve_hierarchical(graph, 17, "cpsat", {"max_leaf": 3, "max_top": 4, "nb_peak": 2, "nb_save": 2})
+    check(graph, 17, cp)
+    assert cp.objective == pytest.approx(values[1])
+
+
+def test_a_non_recomputable_layer_runs_once() -> None:
+    graph = linear_chain(8)
+    recomputable = np.ones(graph.n, dtype=bool)
+    recomputable[graph.index["f3"]] = False
+    fixed = Graph.from_arrays(
+        graph.names, graph.cost, graph.mem, graph.edges, kind=graph.kind, recomputable=recomputable, name="chain8_rng"
+    )
+    budget = 9
+    result = solve_hierarchical(fixed, budget, "highs", {"max_leaf": 4, "max_top": 4, "nb_peak": 2, "nb_save": 2})
+    check(fixed, budget, result)
+    assert sum(isinstance(s, Compute) and s.node == fixed.index["f3"] for s in result.schedule.steps) == 1
