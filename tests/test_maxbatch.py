@@ -188,3 +188,17 @@ def test_vgg16_between_checkpoint_all_and_the_lower_bound_limit(shared_graphs_di
     assert result.total_cost <= cost_cap(graph) == result.cap
     baseline = checked(graph, max_batch(graph, M16, heuristic="chen-sqrtn"))
     assert baseline.batch <= result.batch
+
+
+@pytest.mark.bench
+@pytest.mark.parametrize(
+    ("file", "file_batch", "lower", "upper"),
+    [("cm1_fcn8_vgg_train", 32, 37, 61), ("cm2_resnet50_train", 256, 107, 1107)],
+)
+def test_benchmark_graphs_between_the_limits(shared_graphs_dir, file, file_batch, lower, upper) -> None:
+    """Spec D B5 on cm1 / cm2 (slow: the staged MILP on 73 / 353 nodes): checkpoint-all <= ours <= the limit."""
+    raw = read_graph(shared_graphs_dir / f"{file}.json")
+    graph = BatchScaling.proportional(raw, file_batch).attach(raw)
+    result = checked(graph, max_batch(graph, M16, formulation="checkmate", method="min-peak", time_limit=300))
+    assert (result.lower_limit, result.upper_limit) == (lower, upper)
+    assert lower <= result.batch <= upper
