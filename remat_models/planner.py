@@ -222,7 +222,14 @@ def over_budget_error(result: PlanResult) -> BudgetExceededError:
 
 
 def initial_schedule(graph: Graph, budget: int, init: str | Schedule | None, seed: int = 0) -> Schedule | None:
-    """A warm-start schedule: given, or produced by the heuristic method named ``init``."""
+    """A warm-start schedule: given, or produced by the heuristic method named ``init``.
+
+    On a graph with operator implementations the heuristic plans the default view (lifted back).
+    """
+    if isinstance(init, str) and graph.impl_table is not None:
+        from remat_models.impls import lift_schedule
+
+        return lift_schedule(graph, run_heuristic(init, graph.default_view(), budget, seed=seed)[0])
     return run_heuristic(init, graph, budget, seed=seed)[0] if isinstance(init, str) else init
 
 

@@ -16,8 +16,8 @@ def test_planner_runs_other_methods_on_the_default_view() -> None:
     assert plain.method == "checkpoint-all" and plain.simulation.total_cost == 4
     checkmate = plan(a2_mask(), 12, formulation="checkmate")
     assert checkmate.status is PlanStatus.WITHIN_BUDGET and checkmate.graph_hash == a2_mask().content_hash
-    monet = plan(a2_mask(), 9, formulation="monet")
-    assert monet.method == "monet/highs" and monet.simulation.total_cost == 5.5
+    monet = plan(a2_mask(), 9, formulation="monet", init="checkpoint-all")  # the start plans the default view
+    assert monet.method == "monet/highs" and monet.simulation.total_cost == 5.5 and monet.details["warm_start"]
     assert input_order_peak(a2_mask()) == 12
 
 
