@@ -277,3 +277,13 @@ def test_cli_formulation_options_are_checked_by_the_formulation(tmp_path: Path) 
     assert good.returncode == 0 and "moccasin/cpsat" in good.stdout  # CP-SAT is Moccasin's default backend
     compared = _remat("compare", str(graph), "-b", "6", "--methods", "checkmate/lp-rounding,chen-greedy", cwd=tmp_path)
     assert compared.returncode == 0 and "checkmate/lp-rounding" in compared.stdout, compared.stderr
+
+
+def test_bench_methods_take_extensions_and_check_them_at_load() -> None:
+    from remat_models.bench.methods import method_from_mapping, parse_method
+
+    spec = method_from_mapping({"formulation": "checkmate", "extensions": [f"{EXAMPLE}:ComputeCap:cap=1"]})
+    assert spec.backend is None and spec.label == f"checkmate/default+with={EXAMPLE}:ComputeCap:cap=1"
+    assert parse_method("checkmate/lp-rounding").approx == "lp-rounding"
+    with pytest.raises(ConfigurationError, match="unknown extension 'pagin'"):
+        method_from_mapping({"formulation": "checkmate", "extensions": ["pagin:in_bw=1"]})

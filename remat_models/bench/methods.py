@@ -144,7 +144,7 @@ def _check_known(spec: MethodSpec) -> None:
     for what, (value, names) in known.items():
         if value is not None and value not in names:
             raise ConfigurationError(f"unknown {what} {value!r}; choose one of {', '.join(names)}")
-    if spec.formulation is not None and spec.approx is None:
+    if spec.formulation is not None and spec.approx is None and spec.backend is not None:
         name, _, option = spec.backend.partition(":")
         cls = backend_class(name)  # ConfigurationError naming the known backends
         if option and option not in cls.options:
