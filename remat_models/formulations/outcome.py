@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -10,6 +9,7 @@ import numpy as np
 
 from remat_models.graph import Graph
 from remat_models.model import SolveResult, SolveStatus
+from remat_models.model.result import relative_gap
 from remat_models.schedule import Schedule, SimulationResult, simulate
 from remat_models.transfer import TransferModel
 
@@ -58,10 +58,7 @@ class SolveOutcome:
     @property
     def gap(self) -> float | None:
         """Relative gap between the objective and the bound (None without both)."""
-        if self.objective is None or self.bound is None or not math.isfinite(self.bound):
-            return None
-        diff = abs(self.objective - self.bound)
-        return 0.0 if diff <= 1e-9 else diff / max(abs(self.objective), 1e-9)
+        return relative_gap(self.objective, self.bound)
 
     @property
     def total_cost(self) -> float | None:

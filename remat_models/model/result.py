@@ -22,6 +22,14 @@ class SolveStatus(StrEnum):
     ERROR = "error"
 
 
+def relative_gap(objective: float | None, bound: float | None) -> float | None:
+    """``|objective - bound| / max(|objective|, 1e-9)`` (0 when they agree; None without both)."""
+    if objective is None or bound is None or not math.isfinite(bound):
+        return None
+    diff = abs(objective - bound)
+    return 0.0 if diff <= 1e-9 else diff / max(abs(objective), 1e-9)
+
+
 @dataclass
 class SolveResult:
     """Status, objective, bound, timings, incumbent trajectory and values by block of one solve."""
@@ -47,11 +55,8 @@ class SolveResult:
 
     @property
     def gap(self) -> float | None:
-        """Relative gap ``|objective - bound| / max(|objective|, 1e-9)`` (0 when they agree)."""
-        if self.objective is None or self.bound is None or not math.isfinite(self.bound):
-            return None
-        diff = abs(self.objective - self.bound)
-        return 0.0 if diff <= 1e-9 else diff / max(abs(self.objective), 1e-9)
+        """Relative gap between objective and bound (see ``relative_gap``)."""
+        return relative_gap(self.objective, self.bound)
 
     def summary(self, include_values: bool = False) -> dict[str, Any]:
         """A JSON-serialisable dict (values as nested lists only if asked)."""
