@@ -47,10 +47,10 @@ def test_suite_optimum_and_solution_checks(backend, name):
 
 def test_both_solvers_in_one_process():
     import highspy
-    from ortools.sat.python import cp_model
+    import ortools
 
-    assert highspy.Highs().version().startswith("1.14")
-    assert cp_model.CpSolver is not None
+    assert highspy.Highs().version().startswith("1.14")  # newer HiGHS clashes with OR-Tools 9.15 in one process
+    assert ortools.__version__.startswith("9.15")
     model, opt = SUITE["knapsack"]()
     assert [get_backend(b).solve(model).objective for b in ("cpsat", "highs")] == [opt, opt]
 

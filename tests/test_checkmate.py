@@ -113,13 +113,16 @@ def test_infeasible_budget_is_reported_not_raised() -> None:
     assert result.status == PlanStatus.INFEASIBLE and result.schedule is None
 
 
-def test_eight_layer_chain_at_budget_four() -> None:
-    graph = linear_chain(8)
-    outcome = solve_model(graph, 4, "checkmate", "highs", limits=LIMITS)
-    assert outcome.status == SolveStatus.OPTIMAL
-    assert outcome.objective == 26.0
-    sim = simulate(graph, outcome.schedule)
-    assert sim.peak <= 4 and sim.total_cost == 26.0
+@pytest.mark.parametrize("layers", [4, 5])
+def test_training_chains_reach_the_brute_force_optimum_at_every_budget(layers: int) -> None:
+    graph = linear_chain(layers)  # 2 * layers + 1 nodes: within the exhaustive search's reach
+    for budget in range(graph.lower_bound, input_order_peak(graph) + 1):
+        best = exhaustive_optimum(graph, budget, "staged")
+        assert best is not None, budget
+        outcome = solve_model(graph, budget, "checkmate", "highs", limits=LIMITS)
+        assert outcome.status == SolveStatus.OPTIMAL and outcome.objective == pytest.approx(best.cost), budget
+        sim = simulate(graph, outcome.schedule)
+        assert sim.peak <= budget and sim.total_cost == pytest.approx(best.cost)
 
 
 def test_warm_start_from_a_baseline() -> None:
