@@ -16,6 +16,7 @@ import typer
 from typer.testing import CliRunner
 
 from remat_models.bench.executors import run_sweep
+from remat_models.bench.methods import method_from_mapping
 from remat_models.bench.sweep import expand, load_sweep, sweep_from_options
 from remat_models.cli_bench import bench_app
 from remat_models.errors import ConfigurationError, OutputError
@@ -100,10 +101,15 @@ def test_a_misspelled_method_fails_when_the_sweep_is_loaded(chain: Path, tmp_pat
     sweep_file.write_text(f'graphs = ["{chain}"]\nbudgets = ["90%"]\nmethods = ["chen-greedy", "chen-gredy"]\n')
     with pytest.raises(ConfigurationError, match="unknown method 'chen-gredy'; choose one of"):
         load_sweep(sweep_file)
-    for typo, message in (("checkmate/higs", "unknown backend 'higs'"), ("checkmat/highs", "unknown formulation")):
+    for typo, message in (
+        ("checkmate/higs", "unknown backend 'higs'"),
+        ("checkmat/highs", "unknown formulation"),
+    ):
         sweep_file.write_text(f'graphs = ["{chain}"]\nbudgets = ["90%"]\nmethods = ["{typo}"]\n')
         with pytest.raises(ConfigurationError, match=message):
             load_sweep(sweep_file)
+    with pytest.raises(ConfigurationError, match="unknown approximation 'lp-roundin'; choose one of lp-rounding"):
+        method_from_mapping({"formulation": "checkmate", "approx": "lp-roundin"})
     app = typer.Typer()
     app.add_typer(bench_app, name="bench")
     result = CliRunner().invoke(app, ["bench", "run", str(sweep_file), "-o", str(tmp_path / "out.jsonl")])

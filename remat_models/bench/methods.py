@@ -133,12 +133,13 @@ def method_from_mapping(data: Mapping[str, Any]) -> MethodSpec:
 def _check_known(spec: MethodSpec) -> None:
     """Refuse a misspelled method, formulation, backend or approximation when the sweep is loaded, not per run."""
     from remat_models.backends import backend_class
-    from remat_models.formulations import formulation_names
+    from remat_models.formulations import approximation_names, formulation_names
     from remat_models.planner import methods
 
     known = {
         "method": (spec.name, list(methods())),
         "formulation": (spec.formulation, formulation_names()),
+        "approximation": (spec.approx, approximation_names(spec.formulation)),
         "warm start (init)": (spec.init, list(methods())),
     }
     for what, (value, names) in known.items():
