@@ -38,8 +38,11 @@ def from_torch(
     device: Annotated[str, typer.Option("--device", help="cpu | cuda")] = "cpu",
 ) -> None:
     """Trace one training step of a PyTorch model (fake tensors) and write its graph."""
-    front_end = _torch_front_end()
     from remat_models.io import write_graph
+    from remat_models.io.atomic import check_output
+
+    check_output(output)  # before the (slow) trace
+    front_end = _torch_front_end()
     from remat_models.torch import extract
 
     model, inputs, targets, loss_fn = front_end.load_example(spec, batch)  # type: ignore[attr-defined]

@@ -79,6 +79,9 @@ def test_outputs_are_checked_before_solving(tmp_path: Path) -> None:
     lp = tmp_path / "missing" / "m.lp"
     export = CliRunner().invoke(app, ["export", str(EXAMPLE), "--budget", "80%", "--format", "lp", "-o", str(lp)])
     assert isinstance(export.exception, OutputError) and "does not exist" in str(export.exception)
+    models = str(ROOT / "examples" / "models.py")
+    traced = CliRunner().invoke(app, ["graph", "from-torch", f"{models}:mlp", "-o", str(tmp_path / "folder.json")])
+    assert isinstance(traced.exception, OutputError) and "a folder" in str(traced.exception)
 
 
 torch = pytest.importorskip("torch", reason="the PyTorch front end needs the torch extra")
