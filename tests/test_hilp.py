@@ -17,12 +17,14 @@ from remat_models.model.lowering import estimate, lower
 from remat_models.schedule import input_order_peak, input_order_schedule, simulate
 
 LIMITS = SolveLimits(time_limit=60)
+FLAT = {"partition": False}
 
 
 def solve_flat(graph, budget, backend="highs"):
     """Build the flat H-ILP for ``backend``, solve, check the decoded schedule against the simulator."""
     solver = get_backend(backend)
-    built = HILP.build(graph, budget, {"integral_memory": constructs.CONTINUOUS not in solver.native_constructs})
+    integral = constructs.CONTINUOUS not in solver.native_constructs
+    built = HILP.build(graph, budget, {"integral_memory": integral, "partition": False})
     result = solver.solve(built.model, LIMITS)
     if not result.has_solution:
         return result.status, None
@@ -95,7 +97,7 @@ def test_checkpoint_all_hints_are_a_feasible_assignment_with_the_simulated_peak(
     graphs = (linear_chain(5), tiny_unet(), random_layered(9, seed=2), random_dag(7, 1, workspace=True, fixed=True))
     for graph in graphs:
         budget = input_order_peak(graph)
-        built = HILP.build(graph, budget)
+        built = HILP.build(graph, budget, FLAT)
         values = HILP.hints(built, input_order_schedule(graph))
         assert built.model.check(values) == []
         assert built.peak_bound(values) == pytest.approx(budget)
@@ -103,7 +105,7 @@ def test_checkpoint_all_hints_are_a_feasible_assignment_with_the_simulated_peak(
 
 
 def test_estimate_matches_the_lowered_size() -> None:
-    built = HILP.build(tiny_unet(), 14, {"integral_memory": True})
+    built = HILP.build(tiny_unet(), 14, {"integral_memory": True, "partition": False})
     native = get_backend("cpsat").native_constructs
     size = estimate(built.model, native)
     lowered = lower(built.model, native).model

@@ -20,48 +20,28 @@ option per node (the flat case) this is Checkmate's staged MILP plus frees right
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 
+from remat_models.backends import SolveLimits
 from remat_models.errors import ConfigurationError
-from remat_models.formulations.base import BuiltModel
+from remat_models.formulations.base import BuiltModel, FormulationBase
 from remat_models.formulations.checkmate import byte_gcd, memory_scale
 from remat_models.formulations.hilp_graph import HGraph, build_hgraph
+from remat_models.formulations.hilp_options import HilpOptions
+from remat_models.formulations.outcome import SolveOutcome
 from remat_models.formulations.rows import Rows, index_of
-from remat_models.formulations.scaling import DEFAULT_PRECISION, Units, scale_costs
+from remat_models.formulations.scaling import Units, scale_costs
 from remat_models.graph import Graph
 from remat_models.model import Model
-from remat_models.schedule import Schedule, eager_frees
+from remat_models.schedule import Schedule
 from remat_models.stages import stages_from_schedule
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class HilpOptions:
-    """Options of the H-ILP model of one level (the hierarchical driver has its own, see ``hierarchy``)."""
-
-    integral_memory: bool = False
-    cost_precision: float = DEFAULT_PRECISION
-    loss_once: bool = True
-    save: int | None = None  # bytes: cap on memory in the loss stage (subproblems)
-    correction: bool = True  # options with a profile get the corrected memory rows (10c) instead of (10)
-
-    @classmethod
-    def of(cls, options: HilpOptions | Mapping[str, Any] | None) -> HilpOptions:
-        """Options from an instance, a mapping of field names, or None; unknown names are errors."""
-        if options is None:
-            return cls()
-        if isinstance(options, HilpOptions):
-            return options
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(options) - known)
-        if unknown:
-            raise ConfigurationError(f"unknown hilp model option(s) {unknown}; known: {sorted(known)}")
-        return cls(**dict(options))
 
 
 @dataclass
@@ -100,38 +80,81 @@ class HilpModel(BuiltModel):
         return float(during.max()) * self.mem_scale if during.size else 0.0
 
 
-class Hilp:
-    """H-ILP: build the model of a level (the flat level of a graph by default), decode, hints for the flat case."""
+@dataclass
+class HilpDeferred(BuiltModel):
+    """A hierarchical ``hilp`` request: the models are built level by level inside ``Hilp.solve``."""
+
+    options: HilpOptions | None = None
+
+
+class Hilp(FormulationBase):
+    """H-ILP: the flat model of a graph, or (``partition`` on, the default) the hierarchical HiREmate solve."""
 
     name: ClassVar[str] = "hilp"
-    integral_option: ClassVar[str] = "integral_memory"
+    options_type: ClassVar[type] = HilpOptions
+    default_backend: ClassVar[str] = "highs"
+    integral_option: ClassVar[str | None] = "integral_memory"
 
-    def build(self, graph: Graph, budget: int, options: HilpOptions | Mapping[str, Any] | None = None) -> HilpModel:
-        """The flat H-ILP of ``graph`` (one single-node option per node) under ``budget`` bytes."""
+    def build(self, graph: Graph, budget: int, options: HilpOptions | Mapping[str, Any] | None = None) -> BuiltModel:
+        """The flat H-ILP of ``graph`` (one single-node option per node), or a deferred hierarchical request."""
+        opts = self.options(options)
+        if opts.hierarchical:
+            return HilpDeferred(Model(f"hilp:{graph.name}"), graph, int(budget), Units(), formulation=self.name,
+                                options=opts)
         loss = next((v for v in graph.order.tolist() if graph.kind[v] == "loss"), None)
-        opts = HilpOptions.of(options)
-        return self.build_level(build_hgraph(graph, loss=loss, once=opts.loss_once), budget, opts)
+        built = self.build_level(build_hgraph(graph, loss=loss, once=opts.loss_once), budget, opts)
+        built.formulation = self.name
+        return built
 
     def build_level(
         self, hgraph: HGraph, budget: int, options: HilpOptions | Mapping[str, Any] | None = None
     ) -> HilpModel:
         """The H-ILP of one level under ``budget`` bytes."""
-        return _Builder(hgraph, budget, HilpOptions.of(options)).build()
+        return _Builder(hgraph, budget, self.options(options)).build()
 
-    def decode(self, built: HilpModel, values: Mapping[str, np.ndarray]) -> Schedule:
-        """Emit every chosen option's sequence stage by stage, then free eagerly."""
-        return eager_frees(built.graph, built.sequence(values))
+    def sequence(self, built: BuiltModel, values: Mapping[str, np.ndarray]) -> list[int | Any]:
+        """Every chosen option's nodes, stage by stage."""
+        return list(_hilp(built).sequence(values))
 
-    def hints(self, built: HilpModel, schedule: Schedule) -> dict[str, np.ndarray]:
+    def _hints(self, built: BuiltModel, schedule: Schedule) -> dict[str, np.ndarray]:
         """Values of every block for a staged schedule of a flat model (single-node options)."""
-        h = built.hgraph
+        hm = _hilp(built)
+        h = hm.hgraph
         if any(len(p) != 1 or len(p[0].seq) != 1 for p in h.parts):
             raise ConfigurationError("hilp hints exist for flat models only")
         order = np.array([p[0].seq[0] for p in h.parts], dtype=np.int64)
-        R, S = stages_from_schedule(built.graph, order, schedule)
-        if (R & ~built.r_mask).any():
+        R, S = stages_from_schedule(hm.graph, order, schedule)
+        if (R & ~hm.r_mask).any():
             raise ConfigurationError("the schedule uses a cell this hilp model has no variable for")
-        return _assignment(built, R[built.r_mask], _p_values(built, S, order))
+        return _assignment(hm, R[hm.r_mask], _p_values(hm, S, order))
+
+    def solve(self, built: BuiltModel, backend: str, limits: SolveLimits, init: Schedule | None = None) -> SolveOutcome:
+        """The flat model's one solve, or the hierarchical solve (its top level within ``limits``)."""
+        if not isinstance(built, HilpDeferred):
+            return super().solve(built, backend, limits, init)
+        from remat_models.hierarchy.solver import HierarchicalSolver  # the driver sits above formulations
+
+        started = time.perf_counter()
+        result = HierarchicalSolver(built.graph, built.budget, backend, built.options, limits).run()
+        return SolveOutcome.of(
+            graph=built.graph,
+            schedule=result.schedule,
+            formulation=self.name,
+            backend=backend,
+            status=result.status,
+            objective=result.objective,
+            bound=result.bound,
+            model_peak=result.model_peak,
+            solve_time=float(sum(t for _, t, _ in result.ilp_times)),
+            wall_time=time.perf_counter() - started,
+            details=result.summary(),
+        )
+
+
+def _hilp(built: BuiltModel) -> HilpModel:
+    if not isinstance(built, HilpModel):
+        raise ConfigurationError("this hilp request is hierarchical: it has no single model to decode")
+    return built
 
 
 def _p_values(built: HilpModel, S: np.ndarray, order: np.ndarray) -> np.ndarray:
@@ -166,7 +189,8 @@ class _Builder:
         self.opt_node = np.repeat(np.arange(T), self.n_opt)
         parts = [p for node_parts in h.parts for p in node_parts]
         self.Q = len(parts)
-        self.mem_scale, self.capacity = memory_scale(graph, int(budget), integral=opts.integral_memory)
+        self.integral = bool(opts.integral_memory)
+        self.mem_scale, self.capacity = memory_scale(graph, int(budget), integral=self.integral)
         costs, cost_unit, exact = scale_costs(np.array([p.cost for p in parts]), opts.cost_precision)
         self.costs = costs.astype(np.float64)
         self.units = Units(cost_unit=cost_unit, mem_unit=int(byte_gcd(graph)), cost_exact=exact)
@@ -337,7 +361,7 @@ class _Builder:
         h, T = self.h, self.T
         cells = int(self.u_mask.sum())
         cap = self.capacity
-        U = (self.m.int_block if self.opts.integral_memory else self.m.cont_block)("U", cells, 0, cap)
+        U = (self.m.int_block if self.integral else self.m.cont_block)("U", cells, 0, cap)
         uid = index_of(self.u_mask)
         stage, node = np.nonzero(self.u_mask)
         first_flag = np.ones(cells, dtype=bool)
@@ -368,7 +392,8 @@ class _Builder:
         const = np.where(first_flag, h.graph.fixed_mem / self.mem_scale, 0.0)
         previous = np.where(first_flag, -1, U.cols - 1)
         Rows(cells).term(U.cols, 1.0).term(previous, -1.0).extend(step, -1.0).add_to(self.m, lb=const, ub=const)
-        corrected = np.array([bool(p.profile) and self.opts.correction for node in h.parts for p in node])
+        on = self.opts.correction != "off"
+        corrected = np.array([bool(p.profile) and on for node in h.parts for p in node])
         node_corrected = np.zeros(T, dtype=bool)
         node_corrected[self.opt_node[corrected]] = True
         plain = ~node_corrected[self.opt_node[qq]]
@@ -384,7 +409,7 @@ class _Builder:
         if self.opts.save is not None and h.loss >= 0:
             in_loss = np.flatnonzero(stage == h.loss)
             g = byte_gcd(h.graph)
-            save = (int(self.opts.save) // g + (0.0 if self.opts.integral_memory else 0.5)) * g / self.mem_scale
+            save = (int(self.opts.save) // g + (0.0 if self.integral else 0.5)) * g / self.mem_scale
             Rows(in_loss.size).term(U.cols[in_loss], 1.0).add_to(self.m, ub=save)
         return step, const, first, overhead
 
@@ -432,4 +457,4 @@ class _Builder:
 
 HILP = Hilp()
 
-__all__ = ["HILP", "Hilp", "HilpModel", "HilpOptions"]
+__all__ = ["HILP", "Hilp", "HilpDeferred", "HilpModel", "HilpOptions"]

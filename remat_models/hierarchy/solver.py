@@ -1,5 +1,9 @@
 """The hierarchical solver (HiREmate section 3.2.1): cluster options bottom-up, then H-ILP at the top.
 
+Time limits: each option ILP gets ``level_time_limit``; with a total limit (``SolveLimits.time_limit``)
+option ILPs stop after ``options_time_limit`` (default 60 % of the total; the base options always
+exist) and the top ILP gets what is left (at least 1 s).
+
 For every distinct cluster (by canonical key, ``identical="exact"`` or ``"shape"``), children
 first: base options (autograd, recompute; no ILP), then H-ILP solves of the cluster's local graph
 over a grid of (peak, save) budgets, each decoded, split at the virtual loss and measured. The top
@@ -12,18 +16,19 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from remat_models.backends import SolveLimits, SolveStatus, get_backend
-from remat_models.errors import BudgetInfeasibleError, ConfigurationError
+from remat_models.errors import BudgetInfeasibleError
 from remat_models.formulations.hilp import HILP, HilpModel
 from remat_models.formulations.hilp_graph import LayerSpec, Part, build_hgraph
+from remat_models.formulations.hilp_options import HilpOptions
 from remat_models.graph import Graph, NodeKind
 from remat_models.hierarchy.layers import layer_members, pair_layers
-from remat_models.hierarchy.local import Identical, LocalGraph, local_graph
+from remat_models.hierarchy.local import LocalGraph, local_graph
 from remat_models.hierarchy.options import (
     ClusterOption,
     FastForward,
@@ -39,42 +44,12 @@ from remat_models.schedule import Schedule, SimulationResult, eager_frees, simul
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class HierarchyOptions:
-    """Options of the hierarchical solve (spec section 3; CPU profile defaults of section 3.3)."""
+HierarchyOptions = HilpOptions  # the hierarchical solve takes the formulation's options
+OPTIONS_SHARE = 0.6  # of a total time limit, what option ILPs may use (the top level gets the rest)
 
-    max_leaf: int = 12  # M^l
-    max_top: int = 20  # M^t
-    alpha: float = 0.5
-    identical: Identical = "exact"
-    nb_peak: int = 3
-    nb_save: int = 3
-    max_options: int = 100  # N_o, split over the children of a level
-    level_time_limit: float = 30.0  # per option ILP
-    options_time_limit: float | None = None  # all option ILPs together (None: no cap)
-    correction: str = "top"  # corrected memory rows (10c): "top" level only, "all" levels, "off"
 
-    @classmethod
-    def of(cls, options: HierarchyOptions | Mapping[str, Any] | None) -> HierarchyOptions:
-        """From an instance, a mapping of field names or None; unknown names are errors."""
-        if options is None:
-            return cls()
-        if isinstance(options, HierarchyOptions):
-            return options
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(options) - known)
-        if unknown:
-            raise ConfigurationError(f"unknown hilp partition option(s) {unknown}; known: {sorted(known)}")
-        value = cls(**dict(options))
-        bad = value.identical not in ("exact", "shape") or value.correction not in ("top", "all", "off")
-        if bad or value.nb_peak < 1 or value.nb_save < 1:
-            raise ConfigurationError(f"bad hilp partition options {dict(options)}")
-        return value
-
-    @property
-    def partition(self) -> PartitionOptions:
-        """The H-Partition parameters."""
-        return PartitionOptions(max_leaf=self.max_leaf, max_top=self.max_top, alpha=self.alpha)
+def _partition_options(opts: HilpOptions) -> PartitionOptions:
+    return PartitionOptions(max_leaf=opts.max_leaf, max_top=opts.max_top, alpha=opts.alpha)
 
 
 @dataclass
@@ -127,11 +102,11 @@ class HierarchicalSolver:
         graph: Graph,
         budget: int,
         backend: str = "highs",
-        options: HierarchyOptions | Mapping[str, Any] | None = None,
+        options: HilpOptions | Mapping[str, Any] | None = None,
         limits: SolveLimits | None = None,
     ) -> None:
         self.graph, self.budget, self.backend = graph, int(budget), backend
-        self.opts = HierarchyOptions.of(options)
+        self.opts = HilpOptions.of(options)
         self.limits = limits or SolveLimits()
         self.solver = get_backend(backend)
         self.integral = constructs.CONTINUOUS not in self.solver.native_constructs
@@ -218,10 +193,13 @@ class HierarchicalSolver:
             for save in np.unique(np.linspace(interface, peak, self.opts.nb_save).astype(np.int64))[::-1]:
                 if self._out_of_time():
                     return
-                correct = self.opts.correction == "all"
+                correct = "all" if self.opts.correction == "all" else "off"
                 opts = {"integral_memory": self.integral, "save": int(save), "correction": correct}
                 built = HILP.build_level(hg, int(peak), opts)
-                result = self._solve(built, self.opts.level_time_limit, f"cluster@{lg.graph.name}")
+                limit = self.opts.level_time_limit
+                if self.deadline is not None:
+                    limit = max(1.0, min(limit, self.deadline - time.perf_counter()))
+                result = self._solve(built, limit, f"cluster@{lg.graph.name}")
                 if not result.has_solution:
                     break
                 fwd, bwd = _split(lg, built.sequence(result.values))
@@ -263,9 +241,12 @@ class HierarchicalSolver:
                 lower_bound=self.graph.lower_bound,
             )
         started = time.perf_counter()
-        partition = h_partition(self.graph, self.opts.partition)
+        partition = h_partition(self.graph, _partition_options(self.opts))
+        total = self.limits.time_limit
         if self.opts.options_time_limit is not None:
             self.deadline = started + self.opts.options_time_limit
+        elif total is not None:
+            self.deadline = started + OPTIONS_SHARE * total
         for member in partition.top:
             if isinstance(member, Cluster):
                 self.solve_cluster(member)
@@ -273,9 +254,10 @@ class HierarchicalSolver:
         layers = [self.layer(m, index) for m in partition.top if isinstance(m, Cluster)]
         layers = self._select(layers, self.budget)
         loss = next((v for v in self.graph.order.tolist() if self.graph.kind[v] == NodeKind.LOSS), None)
-        opts = {"integral_memory": self.integral, "correction": self.opts.correction != "off"}
+        opts = {"integral_memory": self.integral, "correction": self.opts.correction}
         built = HILP.build_level(build_hgraph(self.graph, layers, loss=loss), self.budget, opts)
-        result = self._solve(built, self.limits.time_limit, "top")
+        top_limit = None if total is None else max(1.0, started + total - time.perf_counter())
+        result = self._solve(built, top_limit, "top")
         log.info("hilp top of %s: %s after %d ILPs", self.graph.name, result.status.value, len(self.ilp_times))
         schedule = simulation = objective = model_peak = None
         if result.has_solution:

@@ -1,0 +1,48 @@
+"""H-ILP through the usual paths: plan(formulation="hilp"), its options, `remat solve -f hilp`."""
+
+from __future__ import annotations
+
+import pytest
+from test_cli import remat
+
+from remat_models.errors import ConfigurationError
+from remat_models.io import read_schedule, write_graph
+from remat_models.io.generators import linear_chain
+from remat_models.planner import plan
+from remat_models.schedule import simulate
+
+CHAIN_OPTIONS = {"partition": {"max_leaf": 4, "max_top": 8}, "nb_peak": 2, "nb_save": 2}
+
+
+def test_plan_hierarchical_and_flat() -> None:
+    graph = linear_chain(12)
+    hier = plan(graph, 8, formulation="hilp", options=CHAIN_OPTIONS, time_limit=30)
+    flat = plan(graph, 8, formulation="hilp", options={"partition": False}, time_limit=30)
+    for result in (hier, flat):
+        assert result.simulation is not None and result.simulation.peak <= 8
+        assert simulate(graph, result.schedule).total_cost == result.simulation.total_cost
+    assert flat.simulation.total_cost == 31.0  # the flat optimum (Checkmate's)
+    assert hier.simulation.total_cost >= flat.simulation.total_cost
+    assert hier.details["ilps"] >= 2 and hier.details["depth"] == 3
+
+
+def test_plan_keeps_a_better_warm_start_and_rejects_bad_options() -> None:
+    graph = linear_chain(12)
+    result = plan(graph, 14, formulation="hilp", options=CHAIN_OPTIONS, init="checkpoint-all", time_limit=30)
+    assert result.simulation.total_cost == graph.total_cost
+    with pytest.raises(ConfigurationError, match="correction"):
+        plan(graph, 8, formulation="hilp", options={"correction": "sometimes"})
+    with pytest.raises(ConfigurationError, match="partition"):
+        plan(graph, 8, formulation="hilp", options={"partition": {"depth": 3}})
+
+
+def test_cli_solve_with_hilp(tmp_path) -> None:
+    path = tmp_path / "chain.json"
+    write_graph(linear_chain(12), path)
+    out = tmp_path / "plan.json"
+    options = ["-O", "max_leaf=4", "-O", "max_top=8", "-O", "nb_peak=2"]
+    run = remat("solve", path, "-b", "8", "-f", "hilp", *options, "--time-limit", "30", "-o", out)
+    assert run.returncode == 0, run.stderr
+    assert "hilp/highs" in run.stdout
+    graph = linear_chain(12)
+    assert simulate(graph, read_schedule(out, graph)).peak <= 8
