@@ -141,6 +141,8 @@ def _result(gm: Any, x: Any, model: Model, traj: Trajectory, lines: list[str] | 
         if not traj.points:  # an LP, or an optimum found before any callback
             traj.record(result.objective)
             result.trajectory, result.time_to_first = traj.points, traj.first
+    if gm.Status == gp.GRB.INTERRUPTED:  # Ctrl-C caught by Gurobi itself, or terminate(): keep the incumbent
+        result.status = SolveStatus.INTERRUPTED
     return result
 
 
