@@ -110,8 +110,8 @@ def test_moccasin_two_phase_matches_checkmate_optimum(chain, tmp_path) -> None:
     assert costs["moccasin"] == costs["checkmate"]
 
 
-def test_moccasin_options_need_moccasin(chain) -> None:
+def test_formulation_options_are_checked_by_the_formulation(chain) -> None:
     run = remat("solve", chain, "-b", "4", "-f", "checkmate", "--C", "3")
-    assert run.returncode == 1 and "--C and --order are options of --formulation moccasin" in run.stderr
+    assert run.returncode == 1 and "--C is not an option of checkmate" in run.stderr
     run = remat("solve", chain, "-b", "4", "-f", "moccasin", "--backend", "cpsat", "--order", "sideways")
     assert run.returncode == 1 and "unknown Moccasin order 'sideways'" in run.stderr
