@@ -18,9 +18,18 @@ import networkx as nx
 import numpy as np
 
 from remat_models.graph import Graph
+from remat_models.heuristics import _sequence_kernels as kernels
 from remat_models.heuristics.griewank import griewank, griewank_budget
-from remat_models.heuristics.recompute import best_schedule, checkpoint_schedule, forward_mask, forward_nodes
-from remat_models.schedule import Schedule, input_order_schedule
+from remat_models.heuristics.recompute import (
+    best_schedule,
+    best_sequence,
+    checkpoint_schedule,
+    checkpoint_sequence,
+    forward_mask,
+    forward_nodes,
+    sequence_schedule,
+)
+from remat_models.schedule import Schedule
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +47,7 @@ __all__ = [
     "checkpoint_schedule",
     "chen_greedy",
     "chen_greedy_checkpoints",
+    "chen_greedy_sequences",
     "chen_greedy_sweep",
     "chen_sqrtn",
     "chen_sqrtn_checkpoints",
@@ -51,7 +61,7 @@ __all__ = [
 
 def checkpoint_all(graph: Graph, budget: int | None = None) -> Schedule:
     """Every node once, in input order, with eager frees (the budget is ignored)."""
-    return input_order_schedule(graph)
+    return sequence_schedule(graph, graph.order)
 
 
 def articulation_candidates(graph: Graph) -> np.ndarray:
@@ -97,14 +107,7 @@ def chen_greedy_checkpoints(graph: Graph, segment_bytes: int, candidates: np.nda
     """Checkpoint a candidate once the forward bytes since the last checkpoint exceed ``segment_bytes``."""
     is_candidate = np.zeros(graph.n, dtype=bool)
     is_candidate[candidates] = True
-    mem = graph.mem.tolist()
-    chosen, accumulated = [], 0
-    for v in forward_nodes(graph).tolist():
-        accumulated += mem[v]
-        if is_candidate[v] and accumulated > segment_bytes:
-            chosen.append(v)
-            accumulated = 0
-    return np.array(chosen, dtype=np.int64)
+    return kernels.greedy_checkpoints(forward_nodes(graph), is_candidate, graph.mem, int(segment_bytes))
 
 
 def chen_sqrtn(graph: Graph, candidates: Candidates = "linearized") -> Schedule:
@@ -131,25 +134,36 @@ def greedy_segment_grid(graph: Graph, points: int = 20, prefix_limit: int = 64) 
     return np.unique(np.concatenate(grid).astype(np.int64))
 
 
+def chen_greedy_sequences(graph: Graph, candidates: Candidates = "linearized") -> Iterator[np.ndarray]:
+    """Compute sequences of the greedy over the segment-size grid, one per distinct checkpoint set."""
+    nodes = candidate_nodes(graph, candidates)
+    is_candidate = np.zeros(graph.n, dtype=bool)
+    is_candidate[nodes] = True
+    forward = forward_mask(graph)
+    fwd = graph.order[forward[graph.order]]
+    seen: set[bytes] = set()
+    for segment_bytes in greedy_segment_grid(graph).tolist():
+        checkpoints = kernels.greedy_checkpoints(fwd, is_candidate, graph.mem, segment_bytes)
+        if checkpoints.tobytes() not in seen:
+            seen.add(checkpoints.tobytes())
+            yield checkpoint_sequence(graph, checkpoints, forward)
+
+
 def chen_greedy_sweep(graph: Graph, candidates: Candidates = "linearized") -> Iterator[Schedule]:
     """Greedy schedules over the segment-size grid, one per distinct checkpoint set."""
-    nodes = candidate_nodes(graph, candidates)
-    seen: set[tuple[int, ...]] = set()
-    for segment_bytes in greedy_segment_grid(graph).tolist():
-        checkpoints = tuple(chen_greedy_checkpoints(graph, segment_bytes, nodes).tolist())
-        if checkpoints not in seen:
-            seen.add(checkpoints)
-            yield checkpoint_schedule(graph, checkpoints)
+    return (sequence_schedule(graph, sequence) for sequence in chen_greedy_sequences(graph, candidates))
 
 
 def sqrtn_baseline(graph: Graph, budget: int, kinds: Sequence[CandidateKind] = CANDIDATE_KINDS) -> Schedule:
     """Best sqrt(n) schedule over the candidate kinds (cheapest within budget, else lowest peak)."""
-    return best_schedule(graph, (chen_sqrtn(graph, kind) for kind in kinds), budget)
+    sequences = (checkpoint_sequence(graph, chen_sqrtn_checkpoints(candidate_nodes(graph, kind))) for kind in kinds)
+    return sequence_schedule(graph, best_sequence(graph, sequences, budget))
 
 
 def greedy_baseline(graph: Graph, budget: int, kinds: Sequence[CandidateKind] = CANDIDATE_KINDS) -> Schedule:
     """Best greedy schedule over the segment-size sweeps of the candidate kinds."""
-    return best_schedule(graph, (s for kind in kinds for s in chen_greedy_sweep(graph, kind)), budget)
+    sequences = (sequence for kind in kinds for sequence in chen_greedy_sequences(graph, kind))
+    return sequence_schedule(graph, best_sequence(graph, sequences, budget))
 
 
 BASELINES: dict[str, Callable[[Graph, int], Schedule]] = {

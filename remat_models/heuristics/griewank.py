@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 
 from remat_models.errors import GraphError
 from remat_models.graph import Graph
-from remat_models.heuristics.recompute import SequenceBuilder, best_schedule, forward_mask, forward_nodes
+from remat_models.heuristics import _sequence_kernels as kernels
+from remat_models.heuristics.recompute import (
+    Score,
+    best_item,
+    best_sequence,
+    forward_mask,
+    forward_nodes,
+    sequence_schedule,
+    sequence_score,
+)
 from remat_models.schedule import Schedule
 
 logger = logging.getLogger(__name__)
@@ -27,6 +36,12 @@ class Chain:
     def length(self) -> int:
         """Number of reversal steps, up to the last forward index any non-forward node reads."""
         return len(self.steps)
+
+    def step_csr(self) -> tuple[np.ndarray, np.ndarray]:
+        """The reversal steps as (indptr, indices)."""
+        sizes = np.array([len(step) for step in self.steps], dtype=np.int64)
+        indptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        return indptr, np.array([v for step in self.steps for v in step], dtype=np.int64)
 
 
 def chain_of(graph: Graph) -> Chain:
@@ -75,7 +90,6 @@ def chain_of(graph: Graph) -> Chain:
     return Chain(forward=fwd, steps=steps)
 
 
-@lru_cache(maxsize=16)
 def revolve_table(length: int, slots: int) -> tuple[np.ndarray, np.ndarray]:
     """Optimal forward-step counts C[l, s] and first splits J[l, s] for l <= length, s <= slots.
 
@@ -83,21 +97,15 @@ def revolve_table(length: int, slots: int) -> tuple[np.ndarray, np.ndarray]:
     value with s further snapshot slots: C(1, s) = 0, C(l, 0) = l(l-1)/2 and
     C(l, s) = min_j [j + C(l-j, s-1) + C(j, s)]. This is revolve's binomial optimum
     (Griewank & Walther 2000): C(l, s) = r*l - binom(s+1+r, r-1) with r minimal such that
-    binom(s+1+r, r) >= l, i.e. s+1 checkpoints counting the start.
+    binom(s+1+r, r) >= l, i.e. s+1 checkpoints counting the start. J is the smallest optimal split
+    (1 where there is none to make). :func:`griewank` evaluates both in closed form, entry by entry.
     """
-    lengths = np.arange(length + 1, dtype=np.int64)
     cost = np.zeros((length + 1, slots + 1), dtype=np.int64)
     split = np.ones((length + 1, slots + 1), dtype=np.int64)
-    cost[:, 0] = np.maximum(lengths * (lengths - 1) // 2, 0)
-    columns = np.arange(slots)
-    for size in range(2, length + 1):
-        j = np.arange(1, size)
-        total = j[:, None] + cost[size - j, :-1] + cost[j, 1:]
-        best = np.argmin(total, axis=0)
-        cost[size, 1:] = total[best, columns]
-        split[size, 1:] = j[best]
-    cost.setflags(write=False)
-    split.setflags(write=False)
+    for size in range(length + 1):
+        cost[size] = [kernels.revolve_cost(size, s) for s in range(slots + 1)]
+        if size >= 2:
+            split[size, 1:] = [kernels.revolve_split(size, s) for s in range(1, slots + 1)]
     return cost, split
 
 
@@ -117,48 +125,84 @@ def griewank(graph: Graph, slots: int, chain: Chain | None = None) -> Schedule:
     if slots < 0:
         raise ValueError(f"griewank needs slots >= 0, got {slots}")
     chain = chain_of(graph) if chain is None else chain
-    length, fwd, steps = chain.length, chain.forward, chain.steps
-    builder = SequenceBuilder(graph)
-    if length:
-        top = max_useful_slots(chain)
-        slots = min(slots, top)
-        _, split = revolve_table(length, top)
-        builder.ensure(int(fwd[0]))
-        tasks: list[tuple[int, int, int]] = [(0, length, slots)]  # (a, b, s), or (m, -1, -1): drop f_m
-        while tasks:
-            a, b, s = tasks.pop()
-            if b < 0:
-                builder.drop([int(fwd[a])])
-            elif b - a == 1:
-                _run_step(builder, steps[a])
-            elif s == 0:
-                for i in range(b - 1, a - 1, -1):
-                    if steps[i]:
-                        builder.ensure(int(fwd[i]))
-                        _run_step(builder, steps[i])
-                        builder.drop(fwd[a + 1 : i + 1])
-            else:
-                m = a + int(split[b - a, s])
-                builder.ensure(int(fwd[m]))
-                builder.drop(fwd[a + 1 : m])
-                tasks.extend([(a, m, s), (m, -1, -1), (m, b, s - 1)])
-    builder.ensure_rest()
-    return builder.schedule()
+    return sequence_schedule(graph, griewank_sequence(graph, slots, chain))
 
 
-def _run_step(builder: SequenceBuilder, nodes: tuple[int, ...]) -> None:
-    for v in nodes:
-        builder.ensure(v)
+def griewank_sequence(
+    graph: Graph, slots: int, chain: Chain, steps: tuple[np.ndarray, np.ndarray] | None = None
+) -> np.ndarray:
+    """Compute sequence of :func:`griewank` (``steps``: the chain's :meth:`Chain.step_csr`, if already built)."""
+    step_ptr, step_idx = chain.step_csr() if steps is None else steps
+    return kernels.revolve_sequence(
+        graph.order,
+        graph.pred_ptr,
+        graph.pred_idx,
+        graph.position,
+        graph.recomputable,
+        chain.forward,
+        step_ptr,
+        step_idx,
+        min(slots, max_useful_slots(chain)),
+    )
 
 
 def griewank_budget(graph: Graph, budget: int) -> Schedule:
-    """Cheapest revolve schedule within ``budget`` over all slot counts, else the lowest-peak one.
+    """Cheapest revolve schedule within ``budget`` over the slot counts, else the lowest-peak one.
 
-    The no-recomputation slot count comes first and ends the search if it fits; otherwise every
-    s = 0..L-3 is tried (L simulations), since with non-uniform sizes the peak is not monotone
-    in s and stopping at the first miss can skip a fitting, cheaper count.
+    The no-recomputation slot count comes first and ends the search if it fits. Otherwise, when
+    every s = 0..L-3 costs at most ``EXHAUSTIVE_WORK`` computations in all, every s is tried, since
+    with non-uniform sizes the peak is not monotone in s and stopping at the first miss can skip a
+    fitting, cheaper count. Beyond that (long chains) see :func:`_slot_search`.
     """
     chain = chain_of(graph)
     top = max_useful_slots(chain)
-    schedules = (griewank(graph, s, chain) for s in [top, *range(top)])
-    return best_schedule(graph, schedules, budget, until=lambda k, result: k == 0 and result.fits(budget))
+    steps = chain.step_csr()
+    length = chain.length
+
+    def sequence(slots: int) -> np.ndarray:
+        return griewank_sequence(graph, slots, chain, steps)
+
+    work = top * graph.n
+    if work <= EXHAUSTIVE_WORK:
+        work += sum(kernels.revolve_cost(length, s) for s in range(top))
+    if work <= EXHAUSTIVE_WORK:
+        sequences = (sequence(s) for s in [top, *range(top)])
+        best = best_sequence(graph, sequences, budget, until=lambda k, score: k == 0 and score[0] <= budget)
+        return sequence_schedule(graph, best)
+    return sequence_schedule(graph, sequence(_slot_search(graph, budget, top, length, sequence)))
+
+
+EXHAUSTIVE_WORK = 20_000_000  # computations over all slot counts up to which griewank_budget tries every count
+LONG_SEQUENCE = 64  # beyond that many computations per node, a slot count is not tried on long chains
+SEARCH_WINDOW = 16  # slot counts tried on each side of the bisection's answer
+
+
+def _slot_search(graph: Graph, budget: int, top: int, length: int, sequence: Callable[[int], np.ndarray]) -> int:
+    """Slot count for long chains: bisection for the largest fitting s, then a window around it.
+
+    Counts recomputing more than ``LONG_SEQUENCE`` times the node count (s = 0, 1 on long chains) are
+    skipped. The bisection assumes the peak grows with s; ``SEARCH_WINDOW`` counts on each side of
+    its answer are also tried, and the best of all tried (rank as in best_sequence, ties to the
+    smallest s after ``top``) is returned.
+    """
+    scores: dict[int, Score] = {}
+
+    def score(slots: int) -> Score:
+        if slots not in scores:
+            scores[slots] = sequence_score(graph, sequence(slots))
+        return scores[slots]
+
+    if score(top)[0] <= budget:
+        return top
+    floor = next((s for s in range(top) if kernels.revolve_cost(length, s) <= LONG_SEQUENCE * graph.n), top - 1)
+    low = floor
+    if score(low)[0] <= budget:
+        high = top  # low fits, high does not
+        while high - low > 1:
+            middle = (low + high) // 2
+            low, high = (middle, high) if score(middle)[0] <= budget else (low, middle)
+    for slots in range(max(floor, low - SEARCH_WINDOW), min(top, low + SEARCH_WINDOW + 1)):
+        score(slots)
+    tried = [top, *sorted(set(scores) - {top})]
+    logger.debug("griewank: %d of %d slot counts tried (chain of %d steps)", len(tried), top + 1, length)
+    return best_item(tried, score, budget)
