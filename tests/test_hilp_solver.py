@@ -144,3 +144,29 @@ def test_a_non_recomputable_layer_runs_once() -> None:
     result = solve_hierarchical(fixed, budget, "highs", {"max_leaf": 4, "max_top": 4, "nb_peak": 2, "nb_save": 2})
     check(fixed, budget, result)
     assert sum(isinstance(s, Compute) and s.node == fixed.index["f3"] for s in result.schedule.steps) == 1
+
+
+def _random_training_graph(seed: int) -> Graph:
+    """A training graph of 4 random forward ops (at most 9 nodes: brute force stays cheap)."""
+    from remat_models.io._training import Op, training_graph
+
+    rng = np.random.default_rng(seed)
+    ops = []
+    for i in range(4):
+        inputs = tuple(f"o{j}" for j in sorted(rng.choice(i, size=min(i, int(rng.integers(1, 3))), replace=False)))
+        ops.append(Op(f"o{i}", inputs, mem=int(rng.integers(1, 4)), cost=float(rng.integers(1, 4))))
+    loss = Op("loss", ("o3",), mem=1, cost=1.0)
+    return training_graph(ops, loss, name=f"random_training_s{seed}")
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_random_training_graphs_are_valid_and_never_beat_brute_force(seed) -> None:
+    graph = _random_training_graph(seed)
+    low, high = graph.lower_bound, input_order_peak(graph)
+    for budget in sorted({(low + high) // 2, high}):
+        result = solve_hierarchical(graph, budget, "highs", {"max_leaf": 2, "max_top": 2, "nb_peak": 2, "nb_save": 2})
+        truth = exhaustive_optimum(graph, budget, "free")
+        if result.schedule is None:
+            continue
+        check(graph, budget, result)
+        assert truth is not None and result.objective >= truth.cost - 1e-9
