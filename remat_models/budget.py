@@ -112,7 +112,8 @@ def check_budget(graph: Graph, budget: int) -> None:
     if budget < graph.lower_bound:
         raise BudgetInfeasibleError(
             f"budget {budget:,} B is below the lower bound {graph.lower_bound:,} B of graph {graph.name!r} "
-            "(fixed memory + inputs + output + workspace of its largest step)",
+            "(fixed memory + inputs + output + workspace of its largest step, or + every graph output "
+            "resident at the end)",
             budget=budget,
             lower_bound=graph.lower_bound,
         )

@@ -333,12 +333,24 @@ class Graph:
 
     @cached_property
     def lower_bound(self) -> int:
-        """No schedule fits below this: fixed + inputs + output + workspace of the largest step."""
+        """No schedule fits below this: the largest step, or the end state, whichever needs more.
+
+        Largest step: fixed + inputs + output + workspace of one node. End state: every graph output
+        is resident after the last computation, so during it (of some node v) fixed + all outputs +
+        v's workspace, its output if it is not a graph output and its other non-output inputs are in use.
+        """
         if self.impl_table is not None:
             return impl_lower_bound(self)  # the cheapest implementation of each node
         input_bytes = np.zeros(self.n, dtype=np.int64)
         np.add.at(input_bytes, self.edges[:, 1], self.mem[self.edges[:, 0]])
-        return int(self.fixed_mem + (input_bytes + self.mem + self.workspace).max())
+        step = int(self.fixed_mem + (input_bytes + self.mem + self.workspace).max())
+        is_output = np.zeros(self.n, dtype=bool)
+        is_output[self.outputs] = True
+        transient = np.where(is_output, 0, self.mem)  # bytes beyond the outputs, per value
+        extra = np.zeros(self.n, dtype=np.int64)
+        np.add.at(extra, self.edges[:, 1], transient[self.edges[:, 0]])
+        end = int(self.fixed_mem + self.mem[self.outputs].sum() + (extra + transient + self.workspace).min())
+        return max(step, end)
 
     @cached_property
     def content_hash(self) -> str:
