@@ -144,7 +144,7 @@ class Executor:
             for k, step in enumerate(schedule.steps):
                 v = step.node
                 if isinstance(step, Compute):
-                    value = self._compute(v, values, env)
+                    value = self._compute(v, values, env, step.impl)
                     if track:
                         timeline[k] = live.with_new(value)
                     value = self._keep(v, value)
@@ -193,8 +193,12 @@ class Executor:
                 env[v] = self._keep(v, self._compute(v, values, env))
         return times
 
-    def _compute(self, v: int, values: dict[fx.Node, Any], env: dict[int, Any]) -> Any:
-        """Run Graph node v's op on the current values of its inputs."""
+    def _compute(self, v: int, values: dict[fx.Node, Any], env: dict[int, Any], impl: int = 0) -> Any:
+        """Run Graph node v's op (implementation ``impl``, see ``torch/impl_ops.py``) on its inputs' current values."""
+        if impl:
+            from remat_models.torch.impl_ops import run_impl
+
+            return run_impl(self.tg, v, impl, lambda a: self._value(a, values, env))
         node = self.tg.fx_nodes[v]
         args, kwargs = fx.node.map_arg((node.args, node.kwargs), lambda a: self._value(a, values, env))
         if self.tg.roles[node] is Role.WRITE_BACK:
