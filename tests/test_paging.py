@@ -95,3 +95,11 @@ def test_paging_options_and_errors() -> None:
         Paging(c1_transfer(mode="overlap"))
     with pytest.raises(ConfigurationError, match="unknown node 'zz'"):
         Paging(c1_transfer(), nodes=["zz"]).paged_nodes(c1_graph())
+
+
+@pytest.mark.parametrize(("formulation", "backend"), SOLVERS)
+def test_host_capacity_of_exactly_the_paged_value_still_pages(formulation, backend) -> None:
+    transfer = c1_transfer(host_capacity=4)
+    result = solve(c1_graph(), 9, formulation, backend, [Paging(transfer)])
+    assert result.simulation.total_cost == 17 and result.simulation.host_peak == 4
+    check_against_simulator(c1_graph(), 9, result, transfer)

@@ -55,11 +55,9 @@ def apply(paging: Paging, built: Any) -> None:
     tt, ii = np.nonzero(cell)
     k = tt.size
     Rows(k).term(out[tt, ii], 1.0).term(s_ids[tt, ii], -1.0).add_to(m, ub=0.0, name="paging_out")
-    previous = np.where(tt >= 1, np.maximum(tt - 1, 0), 0)
-    has_previous = tt >= 1
-    Rows(k).term(h[tt, ii], 1.0).term(np.where(has_previous, h[previous, ii], -1), -1.0).term(
-        np.where(has_previous, out[previous, ii], -1), -1.0
-    ).add_to(m, lb=0.0, ub=0.0, name="paging_host")
+    previous, has_previous = np.maximum(tt - 1, 0), tt >= 1  # no cell before: H starts at 0
+    host = Rows(k).term(h[tt, ii], 1.0).term(np.where(has_previous, h[previous, ii], -1), -1.0)
+    host.term(np.where(has_previous, out[previous, ii], -1), -1.0).add_to(m, lb=0.0, ub=0.0, name="paging_host")
     Rows(k).term(out[tt, ii], 1.0).term(h[tt, ii], 1.0).add_to(m, ub=1.0, name="paging_once")
     ft, fi = np.nonzero(in_cell)
     f = ft.size
@@ -73,10 +71,12 @@ def apply(paging: Paging, built: Any) -> None:
     m.add_objective_terms(out[tt, ii], transfer.out_time(mem[ii]) / unit)
     m.add_objective_terms(inn[ft, fi], transfer.in_time(mem[fi]) / unit)
     if transfer.host_capacity is not None and k:
-        scale = built.mem_scale
-        Rows(T).term(h[tt, ii], mem[ii] / scale, rows=tt).term(out[tt, ii], mem[ii] / scale, rows=tt).add_to(
-            m, ub=transfer.host_capacity / scale, name="paging_capacity"
-        )
+        coefs = mem[ii] / built.mem_scale
+        capacity = transfer.host_capacity / built.mem_scale
+        if np.array_equal(coefs, np.round(coefs)):  # integral left-hand side: an integral bound
+            capacity = float(np.floor(capacity))
+        rows = Rows(T).term(h[tt, ii], coefs, rows=tt).term(out[tt, ii], coefs, rows=tt)
+        rows.add_to(m, ub=capacity, name="paging_capacity")
     built.extensions[paging.name] = CheckmatePaging(h=h, out=out, inn=inn)
 
 
