@@ -46,3 +46,14 @@ def test_cli_solve_with_hilp(tmp_path) -> None:
     assert "hilp/highs" in run.stdout
     graph = linear_chain(12)
     assert simulate(graph, read_schedule(out, graph)).peak <= 8
+
+
+def test_export_needs_the_flat_model(tmp_path) -> None:
+    path = tmp_path / "chain.json"
+    write_graph(linear_chain(4), path)
+    refused = remat("export", path, "-b", "4", "-f", "hilp", "--format", "lp", "-o", tmp_path / "h.lp")
+    assert refused.returncode != 0 and "partition=false" in refused.stdout + refused.stderr
+    flat_options = ["-O", "partition=false", "--format", "lp"]
+    flat = remat("export", path, "-b", "4", "-f", "hilp", *flat_options, "-o", tmp_path / "f.lp")
+    assert flat.returncode == 0, flat.stderr
+    assert (tmp_path / "f.lp").read_text().strip().lower().endswith("end")

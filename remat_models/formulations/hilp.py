@@ -80,6 +80,17 @@ class HilpModel(BuiltModel):
         return float(during.max()) * self.mem_scale if during.size else 0.0
 
 
+class _LevelByLevel(Model):
+    """The stand-in model of a hierarchical request: it has no rows to export or solve directly."""
+
+    def linear_csr(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Refuse: the hierarchical solve builds one model per cluster and level inside ``Hilp.solve``."""
+        raise ConfigurationError(
+            "hierarchical hilp builds its models level by level while solving; for one model to export or "
+            "inspect use the flat H-ILP (partition=false, -O partition=false)"
+        )
+
+
 @dataclass
 class HilpDeferred(BuiltModel):
     """A hierarchical ``hilp`` request: the models are built level by level inside ``Hilp.solve``."""
@@ -99,8 +110,8 @@ class Hilp(FormulationBase):
         """The flat H-ILP of ``graph`` (one single-node option per node), or a deferred hierarchical request."""
         opts = self.options(options)
         if opts.hierarchical:
-            return HilpDeferred(Model(f"hilp:{graph.name}"), graph, int(budget), Units(), formulation=self.name,
-                                options=opts)
+            placeholder = _LevelByLevel(f"hilp:{graph.name}")
+            return HilpDeferred(placeholder, graph, int(budget), Units(), formulation=self.name, options=opts)
         loss = next((v for v in graph.order.tolist() if graph.kind[v] == "loss"), None)
         built = self.build_level(build_hgraph(graph, loss=loss, once=opts.loss_once), budget, opts)
         built.formulation = self.name
