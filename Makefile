@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 # torch is pinned (==2.13.0) so pip takes the CPU wheel, never the multi-GB CUDA build (docs/torch.md)
-EXTRAS := dev,gurobi,minizinc,pyomo,cvxpy,torch,bench
+EXTRAS := dev,gurobi,minizinc,pyomo,cvxpy,torch,hf,bench
 APT_PACKAGES := minizinc coinor-cbc glpk-utils
 DEMO_GRAPH := examples/graphs/unet_train.json
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,6 +95,38 @@ def as_tensors(value: torch.Tensor | Sequence[torch.Tensor] | None, what: str) -
     return items
 
 
+def output_tensors(value: Any, path: str = "output") -> tuple[torch.Tensor, ...]:
+    """The tensors of a model's output structure (pytree leaves), in order, each once.
+
+    Tensors, tuples/lists (named tuples too), dicts and mappings (transformers' ``ModelOutput``) and
+    dataclasses nest freely; None, numbers, strings and booleans are skipped (not graph values).
+    """
+    found: dict[int, torch.Tensor] = {}
+
+    def visit(item: Any, where: str) -> None:
+        if isinstance(item, torch.Tensor):
+            found.setdefault(id(item), item)
+        elif item is None or isinstance(item, (bool, int, float, str)):
+            return
+        elif isinstance(item, Mapping):
+            for key, sub in item.items():
+                visit(sub, f"{where}[{key!r}]")
+        elif isinstance(item, (tuple, list)):
+            for k, sub in enumerate(item):
+                visit(sub, f"{where}[{k}]")
+        elif dataclasses.is_dataclass(item) and not isinstance(item, type):
+            for field in dataclasses.fields(item):
+                visit(getattr(item, field.name), f"{where}.{field.name}")
+        else:
+            raise GraphError(
+                f"model {where} is a {type(item).__name__}: outputs must be tensors, or tuples, lists, dicts, "
+                "dataclasses or ModelOutputs of them"
+            )
+
+    visit(value, path)
+    return tuple(found.values())
+
+
 def trace_step(
     model: nn.Module,
     example_inputs: torch.Tensor | Sequence[torch.Tensor],
@@ -103,6 +136,9 @@ def trace_step(
     name: str = "",
 ) -> TracedStep:
     """Trace ``loss_fn(model(*inputs), *targets)`` and its parameter gradients with fake tensors.
+
+    The model may return a tensor or any structure of them (see :func:`output_tensors`); ``loss_fn``
+    receives it as the model returns it, and the graph's model outputs are its tensors.
 
     Two passes of ``make_fx(tracing_mode="fake")``: the first records the joint ATen graph in program
     order (autograd runs under the tracer, so backward ops follow the loss); the second re-traces it
@@ -123,8 +159,8 @@ def trace_step(
         p = dict(zip(param_names, flat[:n_p], strict=True))
         b = dict(zip(buffer_names, flat[n_p : n_p + n_b], strict=True))
         out = functional_call(model, (p, b), tuple(flat[n_p + n_b : n_p + n_b + n_i]))
-        outs = as_tensors(out, "model outputs")
-        loss = loss_fn(out, *flat[n_p + n_b + n_i :])
+        outs = output_tensors(out)
+        loss = loss_fn(out, *flat[n_p + n_b + n_i :])  # the model's own output structure
         if not (isinstance(loss, torch.Tensor) and loss.dim() == 0):
             raise GraphError(f"loss_fn must return a scalar tensor, got {type(loss).__name__}")
         trainable = [t for t in p.values() if t.requires_grad]
