@@ -36,6 +36,9 @@ def from_torch(
     batch: BatchOption = None,
     cost: Annotated[str, typer.Option("--cost", help="flops | time (measured on --device)")] = "flops",
     device: Annotated[str, typer.Option("--device", help="cpu | cuda")] = "cpu",
+    impls: Annotated[
+        bool, typer.Option("--impls", help="Attach alternative implementations (input-activated ReLU backward).")
+    ] = False,
 ) -> None:
     """Trace one training step of a PyTorch model (fake tensors) and write its graph."""
     from remat_models.io import write_graph
@@ -48,6 +51,10 @@ def from_torch(
     model, inputs, targets, loss_fn = front_end.load_example(spec, batch)  # type: ignore[attr-defined]
     model, inputs, targets = front_end.to_device(model, inputs, targets, device)  # type: ignore[attr-defined]
     torch_graph = extract(model, inputs, loss_fn, targets, cost=cost, name=spec.rpartition(":")[2])
+    if impls:
+        from remat_models.torch.impl_ops import attach_impls
+
+        torch_graph = attach_impls(torch_graph)
     graph = torch_graph.graph
     write_graph(graph, output)
     console.print(
