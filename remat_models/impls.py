@@ -78,14 +78,6 @@ class ImplTable:
                 h.update(repr((impl.aux, impl.recompute_cost, impl.tag)).encode())
         return h.digest()
 
-    def index_of(self, v: int, name: str) -> int:
-        """The index of node v's implementation called ``name``."""
-        for li, impl in enumerate(self.impls[v]):
-            if impl.name == name:
-                return li
-        known = [impl.name for impl in self.impls[v]]
-        raise GraphError(f"node {v} has no implementation {name!r}; it has {known}")
-
 
 def build_impl_table(graph: Graph, impls: ImplsArg) -> ImplTable | None:
     """Resolve names to indices and validate ``impls`` against ``graph`` (None when there are none)."""

@@ -11,6 +11,7 @@ from remat_models.errors import ConfigurationError
 from remat_models.exhaustive import exhaustive_optimum
 from remat_models.formulations.monet import MONET
 from remat_models.graph import Graph, Node, NodeKind
+from remat_models.impls import Impl, with_impls
 from remat_models.io import read_graph
 from remat_models.io.generators import linear_chain
 from remat_models.optimize import solve_model
@@ -130,3 +131,17 @@ def test_fixed_memory_is_counted() -> None:
         base.names, base.cost, base.mem, base.edges, kind=base.kind, outputs=base.outputs, fixed_mem=3, impls=base.impls
     )
     assert cost(solve(graph, 11)) is None and cost(solve(graph, 12)) == 5.5
+
+
+def test_stage_node_in_place_over_a_gradient() -> None:
+    kinds = (NodeKind.FORWARD, NodeKind.LOSS, NodeKind.BACKWARD, NodeKind.BACKWARD, NodeKind.BACKWARD)
+    sizes = (("x", 2), ("L", 1), ("g1", 4), ("g2", 4), ("g3", 1))
+    nodes = [Node(name, 1.0, mem, kind=kind) for (name, mem), kind in zip(sizes, kinds, strict=True)]
+    edges = [("x", "L"), ("L", "g1"), ("g1", "g2"), ("x", "g2"), ("g2", "g3")]
+    graph = with_impls(
+        Graph(nodes, edges, outputs=["g3"]),
+        {"g2": [Impl("plain", 1.0), Impl("inplace", 1.5, inplace_of="g1", tag="inplace")]},
+    )
+    for budget in range(5, 11):
+        found = exhaustive_optimum(graph, budget, "monet")
+        assert cost(solve(graph, budget)) == (None if found is None else found.cost)
