@@ -141,12 +141,15 @@ def max_batch(
     time_limit: float | None = None,
     seed: int = 0,
     options: Mapping[str, Any] | None = None,
+    init: str | Schedule | None = None,
 ) -> MaxBatchResult:
     """Largest batch of ``graph`` (carrying a batch scaling) within ``memory`` bytes under the cost cap.
 
     Give a ``heuristic`` (bisection on the simulator) or a ``formulation`` (default checkmate) on a
     ``backend`` (default: the formulation's own). ``cap`` overrides ``cost_cap(graph, cap_factor,
-    cap_kinds)``. ``time_limit`` bounds the whole search (split evenly among bisection probes).
+    cap_kinds)``. ``time_limit`` bounds the whole search (split evenly among bisection probes). ``init``
+    (a heuristic name, searched by bisection first, or a Schedule) warm-starts a formulation: its batch is
+    the starting point, so the result is never below it (default: checkpoint-all).
     """
     if method not in METHODS:
         raise ConfigurationError(f"unknown max-batch method {method!r}; choose one of {', '.join(METHODS)}")
@@ -169,6 +172,8 @@ def max_batch(
         backend = backend or get_formulation(formulation).default_backend
         if method == "auto":
             method = "min-peak" if scaling.proportional_memory else "bisection"
+        if init is not None:
+            search.warm_start(init, seed=seed)
         if method == "bisection":
             result = search.formulation(formulation, backend, time_limit=time_limit, seed=seed, options=options)
         else:
@@ -176,7 +181,8 @@ def max_batch(
 
             exact = solve_exact(
                 graph, memory, search.cap, method=method, base=formulation, backend=backend,
-                lower=max(search.lower, 0), upper=search.upper, time_limit=time_limit, seed=seed, options=options,
+                lower=max(search.start_batch, 0), upper=search.upper, time_limit=time_limit, seed=seed,
+                options=options, start=search.start,
             )  # fmt: skip
             result = search.finish(
                 method, f"{formulation}/{backend}", exact.batch, exact.schedule, exact.upper_bound, exact.details
@@ -194,7 +200,23 @@ class _Search:
         self.lower = min(schedule_limit(graph, self.baseline, memory), self.upper)
         if not within_cap(graph.total_cost, cap):
             self.lower = -1  # the cap is below one plain pass: not even checkpoint-all qualifies
+        self.start_batch, self.start = self.lower, self.baseline if self.lower > 0 else None
         self.probes: list[Probe] = []
+
+    def warm_start(self, init: str | Schedule, *, seed: int) -> None:
+        """Start from a heuristic's best batch (its own bisection) or a schedule's, where it beats checkpoint-all."""
+        if isinstance(init, str):
+            found = _Search(self.graph, self.scaling, self.memory, self.cap).heuristic(
+                init, time_limit=None, seed=seed, options=None
+            )
+            batch, schedule = found.batch, found.schedule
+        else:
+            cost = simulate(self.graph.at_batch(max(self.lower, 1)), init).total_cost
+            batch = schedule_limit(self.graph, init, self.memory) if within_cap(cost, self.cap) else -1
+            batch, schedule = min(batch, self.upper), init
+        if schedule is not None and batch > self.start_batch:
+            self.start_batch, self.start = batch, schedule
+            log.info("max-batch warm start: batch %d", batch)
 
     def heuristic(
         self, name: str, *, time_limit: float | None, seed: int, options: Mapping[str, Any] | None
@@ -233,7 +255,7 @@ class _Search:
         """Bisection with ``plan(formulation=name, backend=backend)`` probes, from checkpoint-all's batch."""
         from remat_models.planner import PlanStatus, plan
 
-        per_probe = None if time_limit is None else time_limit / self._planned_probes(max(self.lower, 0))
+        per_probe = None if time_limit is None else time_limit / self._planned_probes(max(self.start_batch, 0))
 
         def probe(batch: int) -> tuple[Probe, Schedule | None]:
             t0 = time.perf_counter()
@@ -250,8 +272,7 @@ class _Search:
             found = Probe(batch, ok, not ok and proven, _peak(sim), _cost(sim), status, time.perf_counter() - t0)
             return found, result.schedule if ok else None
 
-        start = self.baseline if self.lower > 0 else None
-        batch, schedule, bound = self._bisect(probe, max(self.lower, 0), start, max(self.upper, 0))
+        batch, schedule, bound = self._bisect(probe, max(self.start_batch, 0), self.start, max(self.upper, 0))
         return self.finish("bisection", f"{name}/{backend}", batch, schedule, bound)
 
     def _planned_probes(self, lo: int) -> int:

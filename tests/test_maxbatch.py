@@ -202,3 +202,13 @@ def test_benchmark_graphs_between_the_limits(shared_graphs_dir, file, file_batch
     result = checked(graph, max_batch(graph, M16, formulation="checkmate", method="min-peak", time_limit=300))
     assert (result.lower_limit, result.upper_limit) == (lower, upper)
     assert lower <= result.batch <= upper
+
+
+@pytest.mark.parametrize("method", ["product", "bisection"])
+def test_warm_start_from_a_heuristic_is_never_lost(method) -> None:
+    """With ``init`` the search starts at the heuristic's batch: a solver with no time still returns it."""
+    graph = chain(8)
+    griewank = max_batch(graph, 100, heuristic="griewank").batch
+    found = max_batch(graph, 100, formulation="checkmate", method=method, init="griewank", time_limit=1.0)
+    result = checked(graph, found)
+    assert result.batch >= griewank == 20

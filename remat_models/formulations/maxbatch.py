@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from remat_models.backends import SolveLimits, get_backend
-from remat_models.errors import ConfigurationError
+from remat_models.errors import ConfigurationError, InvalidScheduleError
 from remat_models.formulations.base import BuiltModel
 from remat_models.graph import Graph
 from remat_models.model import SolveStatus
@@ -94,10 +94,12 @@ def solve_exact(
     time_limit: float | None = None,
     seed: int = 0,
     options: Mapping[str, Any] | None = None,
+    start: Schedule | None = None,
 ) -> ExactBatch:
     """Largest batch of ``graph`` (carrying a proportional batch scaling) by ``min-peak`` or ``product``.
 
-    ``lower`` is a batch known to fit (checkpoint-all's), ``upper`` the lower-bound limit.
+    ``lower`` is a batch known to fit (checkpoint-all's, or ``start``'s), ``upper`` the lower-bound limit;
+    ``start`` (a schedule meeting the cap, default checkpoint-all) is the solver's warm start.
     """
     if method not in EXACT_METHODS:
         raise ConfigurationError(f"unknown exact max-batch method {method!r}; choose one of {EXACT_METHODS}")
@@ -114,7 +116,11 @@ def solve_exact(
     if upper < 1:
         return ExactBatch(0, None, 0, SolveStatus.INFEASIBLE, {"reason": "nothing fits at batch 1"})
     per_sample = scaling.per_sample(graph)
-    pm = _checkmate_peak(per_sample, backend, options) if base == "checkmate" else _moccasin_peak(per_sample, options)
+    initial = input_order_schedule(per_sample) if start is None else start
+    if base == "checkmate":
+        pm = _checkmate_peak(per_sample, backend, options, initial)
+    else:
+        pm = _moccasin_peak(per_sample, options, initial)
     unit = pm.built.units.cost_unit
     cap_units = cap / unit
     if pm.built.units.cost_exact:
@@ -200,7 +206,7 @@ def _product_rows(
     return base_batch, {**hints, "BATCH_BIT": np.zeros(bits), "BATCH_Z": np.zeros(bits)}
 
 
-def _checkmate_peak(graph: Graph, backend: str, options: Mapping[str, Any] | None) -> PeakModel:
+def _checkmate_peak(graph: Graph, backend: str, options: Mapping[str, Any] | None, initial: Schedule) -> PeakModel:
     """Checkmate on the per-sample graph with ``U[t, v] + ws_v R[t, v] <= PEAK`` (capacity: every byte at once)."""
     from remat_models.formulations.checkmate import CHECKMATE
 
@@ -219,7 +225,7 @@ def _checkmate_peak(graph: Graph, backend: str, options: Mapping[str, Any] | Non
     cols = np.concatenate([u.cols, r_cols, np.full(count, peak.cols[0])])
     coefs = np.concatenate([np.ones(count), workspace, -np.ones(count)])
     m.add_rows(rows, cols, coefs, ub=np.zeros(count), name="max_batch_peak")
-    start = CHECKMATE.hints(built, input_order_schedule(graph))
+    start = _hints(CHECKMATE, built, initial, graph)
     x = m.flatten(start, fill=0.0)
     start_peak = float((x[u.cols] + workspace * x[r_cols]).max())
     start["PEAK"] = np.array([start_peak])
@@ -228,7 +234,7 @@ def _checkmate_peak(graph: Graph, backend: str, options: Mapping[str, Any] | Non
     )
 
 
-def _moccasin_peak(graph: Graph, options: Mapping[str, Any] | None) -> PeakModel:
+def _moccasin_peak(graph: Graph, options: Mapping[str, Any] | None, initial: Schedule) -> PeakModel:
     """Moccasin's phase-1 model on the per-sample graph: the cumulative's capacity ``peak`` is the variable."""
     from remat_models.formulations.moccasin import MOCCASIN
     from remat_models.formulations.moccasin_model import build_model
@@ -239,7 +245,7 @@ def _moccasin_peak(graph: Graph, options: Mapping[str, Any] | None) -> PeakModel
     assert built.layout is not None and built.scaled is not None
     m = built.model
     presence = m.block("retain.presence").cols
-    start = MOCCASIN.hints(built, input_order_schedule(graph))
+    start = _hints(MOCCASIN, built, initial, graph)
     start_peak = float(start["peak"][0])
     return PeakModel(
         built,
@@ -252,3 +258,12 @@ def _moccasin_peak(graph: Graph, options: Mapping[str, Any] | None) -> PeakModel
         start,
         start_peak,
     )
+
+
+def _hints(form: Any, built: BuiltModel, initial: Schedule, graph: Graph) -> dict[str, np.ndarray]:
+    """Warm-start values of ``initial``, or of checkpoint-all when ``initial`` does not fit the model's structure."""
+    try:
+        return form.hints(built, initial)
+    except (ConfigurationError, InvalidScheduleError) as error:
+        log.warning("max-batch warm start dropped (%s): starting from checkpoint-all", error)
+        return form.hints(built, input_order_schedule(graph))
