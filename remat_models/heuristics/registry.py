@@ -79,5 +79,5 @@ def run_heuristic(
         raise ConfigurationError(f"unknown method {name!r}; choose one of {', '.join(HEURISTICS)}")
     if not heuristic.configurable and (options or time_limit is not None):
         takes = ", ".join(n for n, h in HEURISTICS.items() if h.configurable)
-        raise ConfigurationError(f"method {name!r} takes no options or time limit ({takes} do)")
+        raise ConfigurationError(f"method {name!r} takes no options (such as --iterations) or time limit; {takes} does")
     return heuristic.run(graph, budget, seed=seed, time_limit=time_limit, options=options)
