@@ -36,11 +36,13 @@ FILES = {
     "vgg16": ("vgg16_train.json", 256),
 }
 BASELINES = ("checkpoint-all", "chen-sqrtn", "chen-greedy", "griewank", "fastsa")
-EXACT = (  # (label, formulation, backend, method, options)
+EXACT = (  # (label, formulation, backend, method, warm start)
     ("checkmate min-peak", "checkmate", "highs", "min-peak", None),
     ("checkmate product", "checkmate", "cpsat", "product", None),
     ("moccasin min-peak", "moccasin", "cpsat", "min-peak", None),
     ("checkmate bisection", "checkmate", "highs", "bisection", None),
+    ("checkmate min-peak from chen-greedy", "checkmate", "highs", "min-peak", "chen-greedy"),
+    ("checkmate bisection from chen-greedy", "checkmate", "highs", "bisection", "chen-greedy"),
 )
 
 
@@ -69,18 +71,24 @@ def model_graph(name: str) -> Graph:
     return batch_scaling(model, make_inputs, loss_fn)
 
 
-def rows_for(graph: Graph, label: str, memory: int, time_limit: float, fastsa_time: float) -> list[dict[str, Any]]:
-    """One row per baseline and exact method."""
+def rows_for(
+    graph: Graph, label: str, memory: int, time_limit: float, fastsa_time: float, only: set[str]
+) -> list[dict[str, Any]]:
+    """One row per baseline and exact method (those named in ``only`` when it is not empty)."""
     runs: list[tuple[str, Callable[[], Any]]] = []
     for name in BASELINES:
+        if only and name not in only:
+            continue
         limit = fastsa_time if name == "fastsa" else None
         runs.append((name, lambda name=name, limit=limit: max_batch(graph, memory, heuristic=name, time_limit=limit)))
-    for name, formulation, backend, method, options in EXACT:
+    for name, formulation, backend, method, init in EXACT:
+        if only and name not in only:
+            continue
         runs.append(
             (
                 f"{name} ({backend})",
-                lambda f=formulation, b=backend, m=method, o=options: max_batch(
-                    graph, memory, formulation=f, backend=b, method=m, time_limit=time_limit, options=o
+                lambda f=formulation, b=backend, m=method, i=init: max_batch(
+                    graph, memory, formulation=f, backend=b, method=m, time_limit=time_limit, init=i
                 ),
             )
         )
@@ -111,12 +119,16 @@ def main() -> None:
     parser.add_argument("--time-limit", type=float, default=300.0, help="seconds per exact method")
     parser.add_argument("--fastsa-time", type=float, default=60.0, help="seconds for FastSA's whole bisection")
     parser.add_argument("--out", type=Path, default=None, help="append rows as JSON lines")
+    parser.add_argument("--only", default="", help="comma-separated method labels to run (default: all)")
     args = parser.parse_args()
+    only = set(filter(None, args.only.split(",")))
     rows = []
     for key in filter(None, args.graphs.split(",")):
-        rows += rows_for(shared_graph(key), key, parse_size(args.memory), args.time_limit, args.fastsa_time)
+        memory = parse_size(args.memory)
+        rows += rows_for(shared_graph(key), key, memory, args.time_limit, args.fastsa_time, only)
     for name in filter(None, args.models.split(",")):
-        rows += rows_for(model_graph(name), name, parse_size(args.model_memory), args.time_limit, args.fastsa_time)
+        memory = parse_size(args.model_memory)
+        rows += rows_for(model_graph(name), name, memory, args.time_limit, args.fastsa_time, only)
     if args.out is not None:
         with args.out.open("a") as handle:
             handle.writelines(json.dumps(row) + "\n" for row in rows)
