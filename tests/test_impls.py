@@ -12,6 +12,7 @@ from remat_models.exhaustive import exhaustive_optimum
 from remat_models.graph import Graph, Node
 from remat_models.impls import Impl, lift_schedule, with_impls
 from remat_models.io.graph_json import graph_from_dict, graph_to_dict
+from remat_models.io.node_link import from_node_link, to_node_link
 from remat_models.io.schedule_json import schedule_from_dict, schedule_to_dict
 from remat_models.schedule import Compute, Free, eager_frees, input_order_schedule, simulate
 
@@ -43,6 +44,9 @@ def test_json_round_trip_keeps_impls_and_hash() -> None:
     data["nodes"][2]["aux_of"] = None
     with pytest.raises(GraphError, match=r"'m'.*aux_of"):
         graph_from_dict(data)
+    with pytest.raises(GraphError, match="node-link data cannot hold"):
+        to_node_link(a2_mask())
+    assert from_node_link(to_node_link(a2_mask().default_view())) == a2_mask().default_view()
 
 
 @pytest.mark.parametrize(

@@ -98,6 +98,11 @@ def from_node_link(data: Any) -> Graph:
 
 def to_node_link(graph: Graph) -> dict[str, Any]:
     """Export ``graph`` as generic node-link data, readable by ``networkx.node_link_graph(data, edges="links")``."""
+    if graph.impl_table is not None:
+        raise GraphError(
+            f"graph {graph.name!r} has operator implementations, which node-link data cannot hold: "
+            "use the remat-graph format (or graph.default_view())"
+        )
     names = graph.names
     return {
         "directed": True,
