@@ -71,13 +71,17 @@ def rounding_candidates(
     random_thresholds: int = 8,
     samples: int = 16,
     seed: int = 0,
+    label: str = "",
 ) -> list[Candidate]:
-    """Deterministic rounding at each threshold and at random ones, plus randomized rounding; all simulated."""
+    """Deterministic rounding at each threshold and at random ones, plus randomized rounding; all simulated.
+
+    ``label`` prefixes every candidate's label (e.g. the allowance its S* came from).
+    """
     rng = np.random.default_rng(seed)
     s_frac = np.clip(np.asarray(s_frac, dtype=np.float64), 0.0, 1.0)
     cuts = [*(float(c) for c in thresholds), *rng.uniform(0.0, 1.0, random_thresholds).tolist()]
-    masks: list[tuple[str, np.ndarray]] = [(f"threshold {c:.3f}", s_frac > c) for c in cuts]
-    masks += [(f"randomized #{k}", rng.random(s_frac.shape) < s_frac) for k in range(samples)]
+    masks: list[tuple[str, np.ndarray]] = [(f"{label}threshold {c:.3f}", s_frac > c) for c in cuts]
+    masks += [(f"{label}randomized #{k}", rng.random(s_frac.shape) < s_frac) for k in range(samples)]
     return list(_simulate_unique(graph, order, masks))
 
 
