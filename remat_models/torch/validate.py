@@ -144,6 +144,7 @@ def validate(
 
     restore()
     rng = torch.random.get_rng_state()
+    cuda_rng = torch.cuda.get_rng_state_all() if target.type == "cuda" else None  # dropout on the device draws here
     eager_measured = None
     if target.type == "cuda":
         eager_measured = _cuda_peak(lambda: _eager_step(model, inputs, targets, loss_fn), target)
@@ -152,6 +153,8 @@ def validate(
     reference = [p.grad.clone() if p.grad is not None else None for p in model.parameters()]
     restore()
     torch.random.set_rng_state(rng)
+    if cuda_rng is not None:
+        torch.cuda.set_rng_state_all(cuda_rng)
     if target.type == "cuda":
         measured = _cuda_peak(lambda: step(inputs, targets), target)
     else:
