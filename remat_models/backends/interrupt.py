@@ -29,7 +29,7 @@ class Stopper:
         self.stopped = threading.Event()
 
     def on_stop(self, action: Callable[[], Any]) -> None:
-        """Register ``action`` (thread-safe, cheap, idempotent) to stop the solver."""
+        """Register ``action`` (thread-safe, cheap, safe to repeat: it is re-issued until the solve ends)."""
         with self._lock:
             self._actions.append(action)
             late = self.stopped.is_set()
@@ -85,6 +85,8 @@ def run_interruptible(name: str, solve: Callable[[], T], stopper: Stopper) -> T:
         log.info("%s: solving (Ctrl-C stops it and keeps the best solution so far)", name)
         while worker.is_alive():
             worker.join(0.1)
+            if stopper.stopped.is_set():
+                stopper.stop()  # again: a stop that came before the solver started searching may be lost
     finally:
         signal.signal(signal.SIGINT, previous)
     if "error" in box:

@@ -9,6 +9,7 @@ import json
 import logging
 import shutil
 import tempfile
+import threading
 import warnings
 from collections.abc import Coroutine
 from datetime import timedelta
@@ -118,9 +119,14 @@ async def _stream(
     import minizinc
 
     status, best, stats = minizinc.Status.UNKNOWN, None, {}
-    loop, task = asyncio.get_running_loop(), asyncio.current_task()
-    if task is not None:
-        stopper.on_stop(lambda: loop.call_soon_threadsafe(task.cancel))
+    loop, task, cancelled = asyncio.get_running_loop(), asyncio.current_task(), threading.Event()
+
+    def cancel() -> None:  # once: a second cancel could cut short the stream's clean-up of the process
+        if task is not None and not cancelled.is_set():
+            cancelled.set()
+            loop.call_soon_threadsafe(task.cancel)
+
+    stopper.on_stop(cancel)
     try:
         async for r in instance.solutions(intermediate_solutions=True, **kwargs):
             status = r.status
