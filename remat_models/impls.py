@@ -299,7 +299,7 @@ def lift_schedule(graph: Graph, schedule: Schedule) -> Schedule:
 
 
 def impl_lower_bound(graph: Graph) -> int:
-    """No schedule fits below this: the cheapest step of the node whose cheapest step is largest."""
+    """No schedule fits below this: the node whose cheapest step is largest, or all graph outputs at the end."""
     table = graph.impl_table
     mem = graph.mem.tolist()
     best = 0
@@ -314,7 +314,8 @@ def impl_lower_bound(graph: Graph) -> int:
             for li, impl in enumerate(impls)
         )
         best = max(best, step)
-    return int(graph.fixed_mem + best)
+    outputs = int(graph.mem[graph.outputs].sum())  # every graph output is resident at the end
+    return int(graph.fixed_mem + max(best, outputs))
 
 
 @dataclass(frozen=True)
