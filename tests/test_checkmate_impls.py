@@ -14,7 +14,7 @@ from impl_graphs import (
     random_impl_training,
 )
 
-from remat_models.backends import SolveLimits
+from remat_models.backends import SolveLimits, available
 from remat_models.errors import ConfigurationError
 from remat_models.exhaustive import exhaustive_optimum
 from remat_models.formulations.checkmate_impls import CHECKMATE_IMPLS
@@ -61,3 +61,10 @@ def test_equals_the_staged_brute_force_and_takes_its_schedule_as_a_warm_start(se
 def test_aux_values_are_refused() -> None:
     with pytest.raises(ConfigurationError, match="aux values such as 'm'; use monet"):
         CHECKMATE_IMPLS.build(a2_mask(), 12)
+
+
+@pytest.mark.parametrize("backend", [b for b in available() if b not in ("highs", "cpsat")])
+def test_a4_on_the_other_backends(backend: str) -> None:
+    graph = a4_conv()
+    for budget in (3, 4, 6, 8):
+        assert solved_cost(graph, budget, backend) == A4_OPTIMA[budget]

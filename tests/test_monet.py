@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from impl_graphs import A2_OPTIMA, A3_OPTIMA, a2_mask, a3_inplace_output, random_impl_training
 
-from remat_models.backends import SolveLimits
+from remat_models.backends import SolveLimits, available
 from remat_models.budget import parse_budget
 from remat_models.errors import ConfigurationError
 from remat_models.exhaustive import exhaustive_optimum
@@ -145,3 +145,11 @@ def test_stage_node_in_place_over_a_gradient() -> None:
     for budget in range(5, 11):
         found = exhaustive_optimum(graph, budget, "monet")
         assert cost(solve(graph, budget)) == (None if found is None else found.cost)
+
+
+@pytest.mark.parametrize("backend", [b for b in available() if b not in ("highs", "cpsat")])
+def test_a2_on_the_other_backends(backend: str) -> None:
+    """The SIGMA products go native (MiniZinc) or through McCormick rows (Gurobi, Pyomo)."""
+    graph = a2_mask()
+    for budget in (8, 9, 12):
+        assert cost(solve(graph, budget, backend)) == A2_OPTIMA[budget]
