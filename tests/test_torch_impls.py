@@ -12,8 +12,6 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import remat_models.torch as rt  # noqa: E402
-from remat_models.budget import parse_budget  # noqa: E402
-from remat_models.planner import PlanStatus, plan  # noqa: E402
 from remat_models.schedule import eager_frees, simulate  # noqa: E402
 from remat_models.torch.impl_ops import attach_impls  # noqa: E402
 
@@ -57,10 +55,8 @@ def test_input_activated_relu_backward_everywhere(name: str) -> None:
 
 
 def test_monet_plan_runs_exactly() -> None:
-    torch_graph = extract("mlp")
-    graph = torch_graph.graph
-    budget = parse_budget("70%", graph)
-    result = plan(graph, budget, formulation="monet", time_limit=30)
-    assert result.status is PlanStatus.WITHIN_BUDGET
-    assert any(getattr(step, "impl", 0) for step in result.schedule.steps)  # it chose input-activated steps
-    check("mlp", torch_graph, result.schedule)
+    model, inputs, targets, loss_fn = models.EXAMPLES["mlp"]()
+    step = rt.plan(model, inputs, loss_fn, targets, budget="70%", formulation="monet", implementations=True)
+    # (a plan over the budget would have raised BudgetExceededError)
+    assert any(getattr(s, "impl", 0) for s in step.schedule.steps)  # it chose input-activated steps
+    check("mlp", step.torch_graph, step.schedule)

@@ -122,6 +122,7 @@ def plan(
     method: str | None = None,
     cost: CostModel = "flops",
     allow_over_budget: bool = False,
+    implementations: bool = False,
     **options: Any,
 ) -> RematStep:
     """Trace, plan under ``budget`` (bytes, units, or % of the input-order peak) with ``method``, return the step.
@@ -131,6 +132,8 @@ def plan(
     alone). A plan that does not fit raises BudgetExceededError unless ``allow_over_budget``. Extra
     keyword ``options`` go to :func:`remat_models.planner.plan` (e.g. ``formulation="checkmate",
     backend="highs"`` instead of a heuristic ``method``; the default method is ``chen-greedy``).
+    ``implementations=True`` attaches alternative op implementations (``torch/impl_ops.py``), which
+    ``formulation="monet"`` (or ``"checkmate-impls"``) chooses among.
     """
     if method is None and options.get("formulation") is None:
         method = "chen-greedy"
@@ -141,6 +144,10 @@ def plan(
             hint = "a loss that takes targets needs them: plan(model, inputs, loss_fn, targets)"
             raise GraphError(f"{error} ({hint})") from error
         raise
+    if implementations:
+        from remat_models.torch.impl_ops import attach_impls
+
+        torch_graph = attach_impls(torch_graph)
     graph = torch_graph.graph
     accepted = inspect.signature(plan_graph).parameters
     unknown = [key for key in options if key not in accepted]
