@@ -205,7 +205,14 @@ def solve_command(
     ] = None,
     approx: Annotated[str | None, typer.Option("--approx", help="Approximation: lp-rounding (checkmate).")] = None,
     time_limit: Annotated[float | None, typer.Option("--time-limit", help="Solver time limit in seconds.")] = None,
-    init: Annotated[str | None, typer.Option("--init", help="Warm start from a heuristic method's schedule.")] = None,
+    init: Annotated[
+        str | None,
+        typer.Option(
+            "--init",
+            help="Warm start from a heuristic method's schedule; 'auto' (default): the cheapest fitting fast "
+            "heuristic; 'none': no warm start.",
+        ),
+    ] = None,
     unpartitioned: Annotated[
         bool, typer.Option("--unpartitioned", help="Checkmate without stages (small graphs).")
     ] = False,
@@ -272,7 +279,7 @@ def solve_command(
             backend=backend,
             approx=approx,
             time_limit=time_limit,
-            init=init,
+            init=init or "auto",
             options=options,
             extensions=make_extensions(extension_specs),
             seed=seed,

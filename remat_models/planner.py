@@ -130,7 +130,7 @@ def plan(
     backend: str | None = None,
     approx: str | None = None,
     time_limit: float | None = None,
-    init: str | Schedule | None = None,
+    init: str | Schedule | None = "auto",
     options: Mapping[str, Any] | None = None,
     extensions: Sequence[Extension] = (),
     seed: int = 0,
@@ -143,7 +143,9 @@ def plan(
     ``backend`` defaults to the formulation's own; ``approx`` names an approximation of the formulation
     (e.g. ``"lp-rounding"`` of checkmate); ``options`` go to the formulation (or approximation, or FastSA);
     ``extensions`` add constraints to the formulation's model; ``init`` (a heuristic name or a Schedule)
-    warm-starts a solver. The result is always re-simulated. A schedule that does not fit the budget
+    warm-starts a solver: ``"auto"`` (the default) the cheapest fitting fast heuristic if one fits
+    (:func:`remat_models.auto.auto_init`), ``"none"`` or None no warm start. ``method="auto"`` runs the
+    portfolio of :mod:`remat_models.auto`. The result is always re-simulated. A schedule that does not fit the budget
     raises BudgetExceededError (carrying the result) unless ``allow_over_budget``, which returns it
     with status OVER_BUDGET. On a graph with operator implementations, a method that does not choose
     them plans the default view, then (``impls``) greedily switches steps to cheaper implementations;
@@ -158,7 +160,7 @@ def plan(
             return plan_default_view(graph, budget, greedy=impls, **arguments)
     if (method is None) == (formulation is None):
         raise ConfigurationError("give either a heuristic method or a formulation")
-    if method is not None and (extensions or approx or init is not None):
+    if method is not None and (extensions or approx or init not in (None, "auto", "none")):
         raise ConfigurationError("extensions, approx and init apply to formulations, not to heuristic methods")
     started = time.perf_counter()
     outcome = None
@@ -174,7 +176,7 @@ def plan(
             )
             label, start = f"{formulation}/{approx}", None
         else:
-            start = initial_schedule(graph, budget, init, seed=seed)
+            start = initial_schedule(graph, budget, init, seed=seed, time_limit=time_limit)
             outcome = solve_model(
                 graph, budget, formulation, backend, options=options, limits=limits, init=start, extensions=extensions
             )
@@ -221,11 +223,22 @@ def over_budget_error(result: PlanResult) -> BudgetExceededError:
     )
 
 
-def initial_schedule(graph: Graph, budget: int, init: str | Schedule | None, seed: int = 0) -> Schedule | None:
+def initial_schedule(
+    graph: Graph, budget: int, init: str | Schedule | None, seed: int = 0, time_limit: float | None = None
+) -> Schedule | None:
     """A warm-start schedule: given, or produced by the heuristic method named ``init``.
 
+    ``"auto"``: :func:`remat_models.auto.auto_init` (None if no fast heuristic fits); ``"none"``: None.
     On a graph with operator implementations the heuristic plans the default view (lifted back).
     """
+    if init == "none":
+        return None
+    if init == "auto":
+        from remat_models.auto import auto_init
+
+        if graph.impl_table is not None:
+            return None
+        return auto_init(graph, budget, seed=seed, time_limit=time_limit)
     if isinstance(init, str) and graph.impl_table is not None:
         from remat_models.impls import lift_schedule
 

@@ -107,9 +107,9 @@ def test_below_the_lower_bound_is_a_typed_error() -> None:
 
 
 def test_infeasible_budget_is_reported_not_raised() -> None:
-    graph = random_dag(6, 3, workspace=True)  # budgets 12 and 13 pass the lower bound but nothing fits
-    assert exhaustive_optimum(graph, 13, "free") is None
-    result = plan(graph, 13, formulation="checkmate", backend="cpsat")
+    graph = random_dag(5, 5, workspace=True)  # the lower bound (end state included) passes but nothing fits
+    assert graph.lower_bound == 12 and exhaustive_optimum(graph, 12, "free") is None
+    result = plan(graph, 12, formulation="checkmate", backend="cpsat")
     assert result.status == PlanStatus.INFEASIBLE and result.schedule is None
 
 

@@ -88,9 +88,9 @@ def test_infeasible_exits_3(tmp_path) -> None:
     from checkmate_graphs import random_dag
 
     path = tmp_path / "g.json"
-    write_graph(random_dag(6, 3, workspace=True), path)
+    write_graph(random_dag(5, 5, workspace=True), path)  # nothing fits its lower bound, 12 B
     out = tmp_path / "plan.json"
-    run = remat("solve", path, "-b", "13", "-f", "checkmate", "--backend", "cpsat", "-o", out)
+    run = remat("solve", path, "-b", "12", "-f", "checkmate", "--backend", "cpsat", "-o", out)
     assert run.returncode == 3
     assert "infeasible" in run.stderr
     assert not out.exists()

@@ -33,6 +33,8 @@ __all__ = ["MOCCASIN", "MoccasinFormulation", "MoccasinOptions", "export_moccasi
 
 log = logging.getLogger(__name__)
 
+STAGED_GREEDY_NODES = 3000  # largest graph whose start comes from the staged greedy (else the input order)
+
 
 class MoccasinFormulation(FormulationBase):
     """The Formulation protocol for Moccasin: phase-2 model, two-phase solve (sec. 2.4) from a greedy start."""
@@ -134,7 +136,8 @@ class _TwoPhase:
         layout = built.layout
         assert layout is not None
         start = intervals_from_sequence(layout, graph.order if init is None else init.compute_sequence())
-        if init is None and built.options.greedy and built.peak(start) > built.budget:
+        small = graph.n <= STAGED_GREEDY_NODES  # beyond, the greedy (per-candidate profiles) takes minutes
+        if init is None and built.options.greedy and small and built.peak(start) > built.budget:
             start = intervals_from_sequence(layout, staged_greedy_sequence(graph, built.budget, layout.counts))
         return start
 

@@ -53,9 +53,16 @@ def _fastsa(
     return result.schedule, details
 
 
+def _auto(graph: Graph, budget: int, **kwargs: Any) -> tuple[Schedule, dict[str, Any]]:
+    from remat_models.auto import auto  # the portfolio plans formulations through the planner
+
+    return auto(graph, budget, **kwargs)
+
+
 HEURISTICS: dict[str, Heuristic] = {
     **{name: _baseline(function) for name, function in BASELINES.items()},
     "fastsa": Heuristic(_fastsa, configurable=True),
+    "auto": Heuristic(_auto, configurable=True),  # FastSA, Checkmate (small graphs), Moccasin: see remat_models.auto
 }
 
 

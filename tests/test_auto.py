@@ -1,0 +1,50 @@
+"""The ``auto`` portfolio and the default warm start (``init="auto"``) of exact solves."""
+
+from __future__ import annotations
+
+import pytest
+from checkmate_graphs import budgets, tiny_unet
+
+from remat_models.auto import auto_init
+from remat_models.heuristics.baselines import BASELINES
+from remat_models.planner import PlanStatus, parse_method_name, plan
+from remat_models.schedule import input_order_peak, simulate
+
+
+def test_auto_returns_the_best_member_with_a_bound() -> None:
+    graph = tiny_unet()
+    budget = budgets(graph)[0]
+    assert parse_method_name("auto").method == "auto"
+    result = plan(graph, budget, "auto", time_limit=8)
+    assert result.status == PlanStatus.WITHIN_BUDGET
+    checked = simulate(graph, result.schedule)
+    assert checked.peak <= budget
+    members = result.details["portfolio"]
+    assert {m["method"] for m in members} >= {"chen-greedy", "fastsa"}
+    fitting = [m["total_cost"] for m in members if m["peak"] is not None and m["peak"] <= budget]
+    assert checked.total_cost == min(fitting)  # never worse than a member of the same run
+    assert result.details["bound"] is None or result.details["bound"] <= checked.total_cost + 1e-6
+
+
+def test_exact_solves_start_from_a_fitting_heuristic_by_default() -> None:
+    graph = tiny_unet()
+    budget = budgets(graph)[0]
+    start = auto_init(graph, budget)
+    greedy = simulate(graph, BASELINES["chen-greedy"](graph, budget))
+    assert start is not None and simulate(graph, start).total_cost <= greedy.total_cost
+    warm = plan(graph, budget, formulation="checkmate", backend="cpsat", time_limit=5)
+    assert warm.details["init"] == "auto" and warm.details["warm_start"]
+    assert simulate(graph, warm.schedule).total_cost <= simulate(graph, start).total_cost
+    cold = plan(graph, budget, formulation="checkmate", backend="cpsat", time_limit=5, init="none")
+    assert not cold.details["warm_start"]
+
+
+@pytest.mark.parametrize("init", ["fastsa", None])
+def test_heuristics_reject_a_warm_start_but_accept_the_default(init) -> None:
+    graph = tiny_unet()
+    budget = input_order_peak(graph)
+    if init is None:
+        assert plan(graph, budget, "chen-greedy", init="none").status == PlanStatus.WITHIN_BUDGET
+    else:
+        with pytest.raises(Exception, match="init apply to formulations"):
+            plan(graph, budget, "chen-greedy", init=init)
