@@ -148,7 +148,8 @@ def simulate_command(
 def _results_table(title: str, results: list[PlanResult]) -> Table:
     table = Table(title=title)
     for column in ("method", "status", "peak (B)", "peak/ref", "TDI %", "recomp.", "time (s)"):
-        table.add_column(column, justify="left" if column in ("method", "status") else "right")
+        justify = "left" if column in ("method", "status") else "right"
+        table.add_column(column, justify=justify, overflow="fold")  # a narrow terminal wraps, never cuts digits
     labels = {"within_budget": "[green]fits[/green]", "over_budget": "[red]over budget[/red]"}
     for result in results:
         sim = result.simulation

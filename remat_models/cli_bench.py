@@ -171,7 +171,7 @@ def _rich(table: Any) -> Table:
     """A bench Table as a rich Table (Markdown formatting of each cell)."""
     view = Table(title=table.title)
     for column in table.columns:
-        view.add_column(column.header)
+        view.add_column(column.header, overflow="fold")  # a narrow terminal wraps cells, never cuts them
     for cells in table.formatted_rows():
         view.add_row(*cells)
     return view

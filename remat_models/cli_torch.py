@@ -78,8 +78,8 @@ def validate(
         model, inputs, targets, loss_fn, budget=budget, method=method, device=device, repeats=repeats
     )
     table = Table(title=f"{spec} on {report.device} ({method}, budget {budget} -> {report.budget:,} B)")
-    table.add_column("quantity")
-    table.add_column("value", justify="right")
+    table.add_column("quantity", overflow="fold")
+    table.add_column("value", justify="right", overflow="fold")
     table.add_row("predicted peak (activations, above fixed)", f"{report.predicted:,} B")
     table.add_row("measured peak", f"{report.measured:,} B")
     table.add_row("measured - predicted", f"{report.error:+,} B")

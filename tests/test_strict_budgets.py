@@ -118,3 +118,19 @@ def test_validate_over_budget_is_budget_exceeded() -> None:  # main() maps it to
     run = CliRunner().invoke(app, [*args, "--repeats", "1"])  # above the lower bound, below chen-sqrtn's peak
     assert isinstance(run.exception, BudgetExceededError) and "exceeds the budget" in str(run.exception)
     assert "bit-identical" not in run.output
+
+
+def test_results_tables_wrap_on_a_narrow_terminal_instead_of_cutting_digits() -> None:
+    from rich.console import Console
+
+    from remat_models.cli import _results_table
+
+    graph = read_graph(EXAMPLE)
+    result = plan(graph, input_order_peak(graph), "checkpoint-all")
+    narrow = Console(width=50, force_terminal=True, record=True, color_system=None)
+    narrow.print(_results_table("narrow", [result]))
+    text = narrow.export_text()
+    assert "…" not in text
+    body = [line.split("│") for line in text.splitlines() if line.startswith("│")]
+    peak_cell = "".join(cells[3].strip() for cells in body)  # the peak column, wrapped over several lines
+    assert peak_cell.replace(",", "") == str(result.simulation.peak)  # type: ignore[union-attr]
