@@ -86,7 +86,9 @@ def chain_of(graph: Graph) -> Chain:
             f"{graph.names[fwd[step[early]]]!r} (the reversal must run backwards)"
         )
     length = int(step.max()) + 1
-    steps = tuple(tuple(readers[step[readers] == k].tolist()) for k in range(length))
+    grouped = readers[np.argsort(step[readers], kind="stable")]  # by step, input order within each
+    bounds = np.searchsorted(step[grouped], np.arange(length + 1))
+    steps = tuple(tuple(grouped[bounds[k] : bounds[k + 1]].tolist()) for k in range(length))
     return Chain(forward=fwd, steps=steps)
 
 
