@@ -99,3 +99,31 @@ def test_every_backend_returns_its_incumbent_on_sigint() -> None:
         assert valid == "True", f"{name}: no valid incumbent returned"
         if name in ("highs", "cpsat", "gurobi", "minizinc"):
             assert seconds < 60, f"{name} did not stop on SIGINT ({seconds} s)"
+
+
+def test_sigint_in_moccasin_phase_one_skips_phase_two(tmp_path: Path) -> None:
+    out = tmp_path / "plan.json"
+    args = ["-v", "solve", str(EXAMPLE), "-b", "50%", "-f", "moccasin", "--backend", "cpsat", "--time-limit", "600"]
+    solve = subprocess.Popen(
+        [sys.executable, "-m", "remat_models.cli", *args, "-o", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert solve.stderr is not None
+        lines = []
+        for line in solve.stderr:
+            lines.append(line)
+            if READY in line:  # phase 1: the input-order start does not fit 50 %
+                solve.send_signal(signal.SIGINT)
+                break
+        stdout, rest = solve.communicate(timeout=120)
+    finally:
+        if solve.poll() is None:
+            solve.kill()
+            solve.wait()
+    stderr = "".join(lines) + rest
+    assert solve.returncode == 130, stderr
+    assert stderr.count(READY) == 1, stderr  # phase 2 never started
+    assert "interrupted" in stdout and "Traceback" not in stderr

@@ -63,11 +63,9 @@ def run_interruptible(name: str, solve: Callable[[], T], stopper: Stopper) -> T:
         return solve()
     previous = signal.getsignal(signal.SIGINT)
 
-    def on_sigint(signum: int, frame: object) -> None:
+    def on_sigint(signum: int, frame: object) -> None:  # no logging here: it may interrupt a log write
         if stopper.stopped.is_set():
             raise KeyboardInterrupt  # a second Ctrl-C: give up on the solve
-        how = "keeping its best solution" if stopper.stoppable else "it cannot be stopped early; waiting"
-        log.warning("%s: interrupted, stopping the solver (%s; Ctrl-C again to abandon)", name, how)
         stopper.stop()
 
     box: dict[str, Any] = {}
@@ -83,10 +81,17 @@ def run_interruptible(name: str, solve: Callable[[], T], stopper: Stopper) -> T:
         worker = threading.Thread(target=work, name=f"remat-solve-{name}", daemon=True)
         worker.start()
         log.info("%s: solving (Ctrl-C stops it and keeps the best solution so far)", name)
+        announced, polls = False, 0  # a solver that registers no stop within 1 s of the interrupt cannot be stopped
         while worker.is_alive():
             worker.join(0.1)
-            if stopper.stopped.is_set():
-                stopper.stop()  # again: a stop that came before the solver started searching may be lost
+            if not stopper.stopped.is_set():
+                continue
+            stopper.stop()  # again: a stop that came before the solver started searching may be lost
+            polls += 1
+            if not announced and (stopper.stoppable or polls >= 10):
+                how = "keeping its best solution" if stopper.stoppable else "it cannot be stopped early; waiting"
+                log.warning("%s: interrupted, stopping the solver (%s; Ctrl-C again to abandon)", name, how)
+                announced = True
     finally:
         signal.signal(signal.SIGINT, previous)
     if "error" in box:

@@ -97,6 +97,9 @@ class _TwoPhase:
             best, proven_infeasible = self._phase1(start)
             if proven_infeasible:
                 return self._outcome(SolveResult(SolveStatus.INFEASIBLE), None, None, init)
+            if self.phases["phase1"].status is SolveStatus.INTERRUPTED:  # Ctrl-C in phase 1: no phase 2
+                values = None if best is None else self._hint_values(built, best)
+                return self._outcome(SolveResult(SolveStatus.INTERRUPTED), values, SolveStatus.INTERRUPTED, init)
             time_to_first = time.perf_counter() - self.t0 if best is not None else None
         offset = time.perf_counter() - self.t0
         hints = self._hint_values(built, best or start)
