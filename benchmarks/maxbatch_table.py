@@ -1,7 +1,9 @@
 """Maximum batch size per method and baseline (Checkmate Fig. 6 procedure) on the shared graphs and example models.
 
 Usage: python benchmarks/maxbatch_table.py [--graphs cm1,vgg16,cm2] [--models mlp,resnet]
-       [--memory 16GB] [--model-memory 256MB] [--time-limit 300] [--fastsa-time 60] [--out rows.jsonl]
+       [--memory 16GB] [--model-memory 256MB] [--time-limit 300] [--fastsa-time 60] [--only LABELS]
+       > rows.jsonl
+       python benchmarks/maxbatch_table.py --table rows.jsonl [more.jsonl]   # markdown, one column per graph
 
 Shared graphs are read from $REMAT_SHARED/graphs (default ../shared/graphs) with their file batches
 (cm1 32, cm2 / vgg16 256) and no fixed memory; example models come from examples/models.py through
@@ -110,6 +112,30 @@ def rows_for(
     return rows
 
 
+def markdown(rows: list[dict[str, Any]]) -> str:
+    """One line per method, one column per graph: the batch, with the proven bound where it differs."""
+    graphs = list(dict.fromkeys(row["graph"] for row in rows))
+    methods = list(dict.fromkeys(row["method"] for row in rows))
+    cell = {(row["graph"], row["method"]): row for row in rows}
+
+    def show(row: dict[str, Any] | None) -> str:
+        if row is None:
+            return ""
+        if "error" in row:
+            return "n/a"
+        bound = row["upper_bound"]
+        text = f"{row['batch']:,}" + (f" (<= {bound:,})" if bound is not None and bound != row["batch"] else "")
+        return f"{text} [{row['wall_s']:.0f} s]" if row["wall_s"] >= 1 else text
+
+    lines = ["| method | " + " | ".join(graphs) + " |", "|---|" + "---|" * len(graphs)]
+    for method in methods:
+        lines.append(f"| {method} | " + " | ".join(show(cell.get((g, method))) for g in graphs) + " |")
+    for label, key in (("checkpoint-all batch", "checkpoint_all"), ("lower-bound limit", "lower_bound_limit")):
+        values = [next((f"{r[key]:,}" for r in rows if r["graph"] == g and key in r), "") for g in graphs]
+        lines.append(f"| {label} | " + " | ".join(values) + " |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--graphs", default="vgg16,cm1,cm2")
@@ -120,7 +146,11 @@ def main() -> None:
     parser.add_argument("--fastsa-time", type=float, default=60.0, help="seconds for FastSA's whole bisection")
     parser.add_argument("--out", type=Path, default=None, help="append rows as JSON lines")
     parser.add_argument("--only", default="", help="comma-separated method labels to run (default: all)")
+    parser.add_argument("--table", type=Path, nargs="*", help="print the markdown table of JSONL files; run nothing")
     args = parser.parse_args()
+    if args.table:
+        print(markdown([json.loads(line) for path in args.table for line in path.read_text().splitlines() if line]))
+        return
     only = set(filter(None, args.only.split(",")))
     rows = []
     for key in filter(None, args.graphs.split(",")):
