@@ -49,8 +49,8 @@ def max_batch_command(
         float | None, typer.Option("--time-limit", help="Seconds for the whole search (bisection: split over probes).")
     ] = None,
     init: Annotated[
-        str | None, typer.Option("--init", help="Warm start from a heuristic's best batch, e.g. chen-greedy.")
-    ] = None,
+        str, typer.Option("--init", help="Warm start: a heuristic's best batch ('none': checkpoint-all).")
+    ] = "chen-greedy",
     seed: Annotated[int, typer.Option("--seed", help="Solver / FastSA seed.")] = 0,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Write the schedule (at the batch) here.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")] = False,
@@ -61,7 +61,7 @@ def max_batch_command(
     """Largest batch that fits --memory with at most one extra forward pass (--cap-factor); exit 3 if none."""
     if out is not None:
         check_output(out)
-    if heuristic is not None and (formulation or backend or option_pairs or init):
+    if heuristic is not None and (formulation or backend or option_pairs):
         raise ConfigurationError("--heuristic runs by bisection on the simulator: no --formulation/--backend/-O/--init")
     raw = read_graph(graph_path)
     graph = BatchScaling.proportional(raw, file_batch, parse_size(fixed)).attach(raw)
@@ -79,7 +79,7 @@ def max_batch_command(
         time_limit=time_limit,
         seed=seed,
         options=options,
-        init=init,
+        init=None if init == "none" else init,
     )
     if as_json:
         typer.echo(json.dumps({"graph": str(graph_path), "file_batch": file_batch, **result.summary()}))

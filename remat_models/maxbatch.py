@@ -141,7 +141,7 @@ def max_batch(
     time_limit: float | None = None,
     seed: int = 0,
     options: Mapping[str, Any] | None = None,
-    init: str | Schedule | None = None,
+    init: str | Schedule | None = "chen-greedy",
 ) -> MaxBatchResult:
     """Largest batch of ``graph`` (carrying a batch scaling) within ``memory`` bytes under the cost cap.
 
@@ -149,7 +149,7 @@ def max_batch(
     ``backend`` (default: the formulation's own). ``cap`` overrides ``cost_cap(graph, cap_factor,
     cap_kinds)``. ``time_limit`` bounds the whole search (split evenly among bisection probes). ``init``
     (a heuristic name, searched by bisection first, or a Schedule) warm-starts a formulation: its batch is
-    the starting point, so the result is never below it (default: checkpoint-all).
+    the starting point, so the result is never below it (default chen-greedy; None: checkpoint-all).
     """
     if method not in METHODS:
         raise ConfigurationError(f"unknown max-batch method {method!r}; choose one of {', '.join(METHODS)}")

@@ -143,12 +143,15 @@ def solve_exact(
         "model_columns": m.num_cols,
         "model_rows": m.num_rows,
     }
-    schedule, batch = None, 0
+    schedule = pm.decode(pm.built, result.values) if result.has_solution else start
     if result.has_solution:
-        schedule = pm.decode(pm.built, result.values)
-        sim = simulate(per_sample, schedule)
-        batch = min(upper, room // sim.peak) if sim.peak > 0 else upper
         details["model_per_sample_peak"] = pm.peak_bytes(float(np.ravel(result.values[pm.peak_block])[0]))
+    elif start is not None:  # nothing within the limits: the warm start (which meets the cap) stands
+        details["returned_warm_start"] = True
+    batch = 0
+    if schedule is not None:
+        peak = simulate(per_sample, schedule).peak
+        batch = min(upper, room // peak) if peak > 0 else upper
     bound = _upper_bound(pm, method, result.status, result.bound, room, base_batch, upper)
     if bound is not None:
         bound = max(bound, batch)
@@ -160,8 +163,8 @@ def _upper_bound(
     pm: PeakModel, method: str, status: SolveStatus, bound: float | None, room: int, base_batch: int, upper: int
 ) -> int | None:
     """A proven upper bound on the batch from the solver's bound (None when the solver gives none)."""
-    if status == SolveStatus.INFEASIBLE:
-        return 0
+    if status == SolveStatus.INFEASIBLE:  # the product model starts at B0: infeasible proves nothing below it
+        return 0 if method == "min-peak" or base_batch == 0 else None
     if bound is None or not math.isfinite(bound):
         return None
     if method == "min-peak":
