@@ -272,7 +272,10 @@ class _Search:
             found = Probe(batch, ok, not ok and proven, _peak(sim), _cost(sim), status, time.perf_counter() - t0)
             return found, result.schedule if ok else None
 
-        batch, schedule, bound = self._bisect(probe, max(self.start_batch, 0), self.start, max(self.upper, 0))
+        deadline = None if time_limit is None else time.perf_counter() + time_limit
+        batch, schedule, bound = self._bisect(
+            probe, max(self.start_batch, 0), self.start, max(self.upper, 0), deadline
+        )
         return self.finish("bisection", f"{name}/{backend}", batch, schedule, bound)
 
     def _planned_probes(self, lo: int) -> int:
@@ -284,14 +287,15 @@ class _Search:
         lo: int,
         lo_schedule: Schedule | None,
         hi: int,
+        deadline: float | None = None,
     ) -> tuple[int, Schedule | None, int]:
         """Largest feasible batch in (lo, hi] assuming monotone feasibility; lo is feasible (or 0).
 
         Returns (batch, schedule, proven upper bound): the bound is the smallest proven-infeasible probe
-        minus one, else ``hi`` (the lower-bound limit).
+        minus one, else ``hi`` (the lower-bound limit). No probe starts after ``deadline``.
         """
         best, schedule, bound = lo, lo_schedule, hi
-        while best < hi:
+        while best < hi and (deadline is None or time.perf_counter() < deadline):
             mid = (best + hi + 1) // 2
             found, mid_schedule = probe(mid)
             self.probes.append(found)
