@@ -177,6 +177,9 @@ def plan(
             label, start = f"{formulation}/{approx}", None
         else:
             start = initial_schedule(graph, budget, init, seed=seed, time_limit=time_limit)
+            if time_limit is not None:  # the warm start's time counts against the limit
+                left = max(1.0, time_limit - (time.perf_counter() - started))
+                limits = SolveLimits(time_limit=left, workers=workers, seed=seed)
             outcome = solve_model(
                 graph, budget, formulation, backend, options=options, limits=limits, init=start, extensions=extensions
             )
