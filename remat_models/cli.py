@@ -22,6 +22,7 @@ from remat_models.errors import BudgetExceededError, ConfigurationError, RematEr
 from remat_models.formulations import DEFAULT_FORMULATION
 from remat_models.formulations.extensions import make_extensions
 from remat_models.graph import Graph
+from remat_models.heuristics.registry import HEURISTICS
 from remat_models.io import GENERATORS, read_graph, read_schedule, write_graph, write_schedule
 from remat_models.io.atomic import check_output
 from remat_models.planner import PlanResult, methods, parse_method_name, plan
@@ -382,7 +383,8 @@ def compare_command(
     graph = read_graph(graph_path)
     limit = _resolve_budget(graph, budget)
     check_budget(graph, limit)
-    chosen = [name.strip() for name in method_names.split(",")] if method_names is not None else list(methods())
+    everything = [name for name in methods() if name != "auto"]  # auto runs the others: name it to compare it
+    chosen = [name.strip() for name in method_names.split(",")] if method_names is not None else everything
     if not chosen or not all(chosen):
         raise ConfigurationError(f"--methods {method_names!r} names an empty method; give NAME[,NAME...]")
     results = []
@@ -402,7 +404,8 @@ def _plan_named(graph: Graph, budget: int, name: str, time_limit: float, specs: 
     """A heuristic by name, or ``formulation[/backend|/approximation]`` within ``time_limit``."""
     ref = parse_method_name(name)
     if ref.method is not None:
-        return plan(graph, budget, ref.method, allow_over_budget=True)
+        limit = time_limit if HEURISTICS[ref.method].configurable else None  # fastsa, auto
+        return plan(graph, budget, ref.method, time_limit=limit, allow_over_budget=True)
     return plan(
         graph,
         budget,
