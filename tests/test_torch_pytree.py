@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
 import remat_models.torch as rt  # noqa: E402
-from remat_models.errors import GraphError  # noqa: E402
+from remat_models.errors import BudgetError, GraphError  # noqa: E402
 from remat_models.planner import plan  # noqa: E402
 from remat_models.schedule import input_order_peak, simulate  # noqa: E402
 from remat_models.torch.trace import output_tensors  # noqa: E402
@@ -90,3 +90,16 @@ def test_output_tensors_flattens_in_order_and_names_bad_leaves() -> None:
     assert output_tensors(Out(b, (a,))) == (b, a)
     with pytest.raises(GraphError, match=r"model output\['y'\]\[1\] is a object"):
         output_tensors({"x": a, "y": [b, object()]})
+
+
+def test_activation_budget_resolves_between_the_floor_and_the_peak() -> None:
+    x, target = torch.randn(4, 8), torch.randn(4, 8)
+    loss_fn = loss_of("namedtuple")
+    graph = rt.extract(Tiny("namedtuple"), x, loss_fn, target).graph
+    floor, peak = graph.lower_bound, input_order_peak(graph)
+    assert rt.activation_bytes(graph, 0) == floor and rt.activation_bytes(graph, 1) == peak
+    assert floor < rt.activation_bytes(graph, 0.5) == floor + (peak - floor) // 2 < peak
+    with pytest.raises(BudgetError, match="activation_budget"):
+        rt.activation_bytes(graph, 1.5)
+    step = rt.plan(Tiny("namedtuple"), x, loss_fn, target, activation_budget=1.0, method="chen-greedy")
+    assert step.plan_result.budget == peak and step.simulation.peak <= peak

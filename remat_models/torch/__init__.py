@@ -1,6 +1,6 @@
 """PyTorch front end: trace training steps into Graphs, run Schedules on real tensors (needs the torch extra)."""
 
-from remat_models.torch.api import RematStep, apply_grads, extract, fixed_tensors, plan
+from remat_models.torch.api import RematStep, activation_bytes, apply_grads, extract, fixed_tensors, plan
 from remat_models.torch.executor import Executor, StepResult
 from remat_models.torch.mapping import Role, TorchGraph, to_graph
 from remat_models.torch.maxbatch import TorchMaxBatch, max_batch
@@ -14,6 +14,7 @@ __all__ = [
     "TorchGraph",
     "TorchMaxBatch",
     "TracedStep",
+    "activation_bytes",
     "apply_grads",
     "extract",
     "fixed_tensors",

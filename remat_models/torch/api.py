@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,10 +12,11 @@ import torch
 from torch import nn
 
 from remat_models.budget import parse_budget
-from remat_models.errors import ConfigurationError, GraphError, InvalidScheduleError, SolverError
+from remat_models.errors import BudgetError, ConfigurationError, GraphError, InvalidScheduleError, SolverError
+from remat_models.graph import Graph
 from remat_models.planner import PlanResult, PlanStatus
 from remat_models.planner import plan as plan_graph
-from remat_models.schedule import Schedule
+from remat_models.schedule import Schedule, input_order_peak
 from remat_models.torch.costs import CostModel, check_cost_model, flop_cost
 from remat_models.torch.executor import Executor, StepResult
 from remat_models.torch.mapping import TorchGraph, to_graph
@@ -112,6 +114,20 @@ class RematStep:
         return result.loss
 
 
+def activation_bytes(graph: Graph, fraction: float) -> int:
+    """Budget bytes for an activation budget: floor + fraction x (input-order peak - floor), floor = lower bound.
+
+    0 is the least memory any schedule can use (fixed memory, the largest step, the outputs at the end),
+    1 the input-order peak (no recomputation needed); the resolved bytes are logged.
+    """
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 <= fraction <= 1:
+        raise BudgetError(f"activation_budget must be a number in [0, 1], got {fraction!r}")
+    floor, peak = graph.lower_bound, input_order_peak(graph)
+    limit = floor + math.floor(fraction * max(peak - floor, 0))
+    log.info("activation budget %.3g of %s: %d B (floor %d B, peak %d B)", fraction, graph.name, limit, floor, peak)
+    return limit
+
+
 def plan(
     model: nn.Module,
     example_inputs: Tensors,
@@ -123,6 +139,7 @@ def plan(
     cost: CostModel = "flops",
     allow_over_budget: bool = False,
     implementations: bool = False,
+    activation_budget: float | None = None,
     **options: Any,
 ) -> RematStep:
     """Trace, plan under ``budget`` (bytes, units, or % of the input-order peak) with ``method``, return the step.
@@ -133,7 +150,9 @@ def plan(
     keyword ``options`` go to :func:`remat_models.planner.plan` (e.g. ``formulation="checkmate",
     backend="highs"`` instead of a heuristic ``method``; the default method is ``chen-greedy``).
     ``implementations=True`` attaches alternative op implementations (``torch/impl_ops.py``), which
-    ``formulation="monet"`` (or ``"checkmate-impls"``) chooses among.
+    ``formulation="monet"`` (or ``"checkmate-impls"``) chooses among. ``activation_budget`` (in [0, 1],
+    instead of ``budget``) is PyTorch's ``activation_memory_budget``: the share of the memory above the
+    unavoidable floor (the graph's lower bound) up to the input-order peak (see :func:`activation_bytes`).
     """
     if method is None and options.get("formulation") is None:
         method = "chen-greedy"
@@ -153,7 +172,7 @@ def plan(
     unknown = [key for key in options if key not in accepted]
     if unknown:
         raise ConfigurationError(f"planner.plan takes no option(s) {', '.join(unknown)}")
-    limit = parse_budget(budget, graph)
+    limit = parse_budget(budget, graph) if activation_budget is None else activation_bytes(graph, activation_budget)
     result = plan_graph(graph, limit, method, allow_over_budget=allow_over_budget, **options)
     if result.schedule is None:
         raise SolverError(f"{result.method} returned no schedule ({result.status.value}) for budget {limit:,} B")
