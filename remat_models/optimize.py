@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from remat_models.backends import SolveLimits
@@ -61,6 +62,8 @@ def solve_model(
     opts = form.warm_options(form.options(options), init)
     built = form.build_for(graph, budget, backend, opts, extensions)  # type: ignore[attr-defined]
     build_time = time.perf_counter() - started
+    if limits.time_limit is not None:  # the build counts against the time limit too
+        limits = replace(limits, time_limit=max(1.0, limits.time_limit - build_time))
     outcome = form.solve(built, backend, limits, init)
     outcome.build_time = build_time
     outcome.options = {k: jsonable(v) for k, v in vars(opts).items()}
