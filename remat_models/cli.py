@@ -19,7 +19,7 @@ from remat_models.cli_options import OptionOption, WithOption, collect_options
 from remat_models.cli_torch import from_torch, validate
 from remat_models.console import make_console
 from remat_models.errors import BudgetExceededError, ConfigurationError, RematError
-from remat_models.formulations import DEFAULT_FORMULATION
+from remat_models.formulations import DEFAULT_FORMULATION, get_formulation
 from remat_models.formulations.extensions import make_extensions
 from remat_models.graph import Graph
 from remat_models.heuristics.registry import HEURISTICS
@@ -262,33 +262,40 @@ def solve_command(
         if formulation is not None:
             raise ConfigurationError("--iterations is an option of heuristic methods (FastSA)")
         options["iterations"] = _iteration_pair(iterations)
+    heuristic = method or "chen-greedy"
     if formulation is None:
-        result = plan(
-            graph,
-            limit,
-            method or "chen-greedy",
-            time_limit=time_limit,
-            options=options,
-            seed=seed,
-            allow_over_budget=True,
-            impls=_impls_flag(impls),
-        )
+        label = heuristic
     else:
-        result = plan(
-            graph,
-            limit,
-            formulation=formulation,
-            backend=backend,
-            approx=approx,
-            time_limit=time_limit,
-            init=init or "auto",
-            options=options,
-            extensions=make_extensions(extension_specs),
-            seed=seed,
-            workers=workers,
-            allow_over_budget=True,
-            impls=_impls_flag(impls),
-        )
+        label = f"{formulation}/{approx or backend or get_formulation(formulation).default_backend}"
+    limit_text = "" if time_limit is None else f", time limit {time_limit:g} s"
+    with errors.status(f"planning {graph.name} ({graph.n:,} nodes) with {label}{limit_text}"):  # stderr, terminals only
+        if formulation is None:
+            result = plan(
+                graph,
+                limit,
+                heuristic,
+                time_limit=time_limit,
+                options=options,
+                seed=seed,
+                allow_over_budget=True,
+                impls=_impls_flag(impls),
+            )
+        else:
+            result = plan(
+                graph,
+                limit,
+                formulation=formulation,
+                backend=backend,
+                approx=approx,
+                time_limit=time_limit,
+                init=init or "auto",
+                options=options,
+                extensions=make_extensions(extension_specs),
+                seed=seed,
+                workers=workers,
+                allow_over_budget=True,
+                impls=_impls_flag(impls),
+            )
     console.print(_results_table(f"{graph_path.name} at {limit:,} B", [result]))
     solver = _solver_table(result)
     if solver is not None:
@@ -341,7 +348,7 @@ def export_command(
 ) -> None:
     """Write a formulation's model to an .lp / .mps / .mzn file (integral memory for .mzn)."""
     from remat_models.backends.export import export
-    from remat_models.formulations import apply_extensions, get_formulation
+    from remat_models.formulations import apply_extensions
 
     chosen = fmt or output.suffix.lstrip(".")
     if chosen not in EXPORT_FORMATS:
