@@ -89,8 +89,13 @@ def gpt2(batch: int | None = None, size: str = "tiny") -> Example:
             attn_implementation="eager", bos_token_id=0, eos_token_id=0,
         )
     )
-    tokens = torch.randint(0, config["vocab_size"], (batch, seq))
-    return Example(model, tokens, torch.randint(0, config["vocab_size"], (batch, seq)), lm_loss)
+    return _language_example(model, config["vocab_size"], batch, seq)
+
+
+def _language_example(model: nn.Module, vocab: int, batch: int, seq: int) -> Example:
+    """Random input tokens and random target tokens (same RNG order as drawing them inline) with ``lm_loss``."""
+    tokens = torch.randint(0, vocab, (batch, seq))
+    return Example(model, tokens, torch.randint(0, vocab, (batch, seq)), lm_loss)
 
 
 def bert(batch: int | None = None, size: str = "tiny") -> Example:
@@ -101,8 +106,7 @@ def bert(batch: int | None = None, size: str = "tiny") -> Example:
     model = transformers.BertForMaskedLM(
         transformers.BertConfig(**config, max_position_embeddings=seq, **_NO_DROPOUT, attn_implementation="eager")
     )
-    tokens = torch.randint(0, config["vocab_size"], (batch, seq))
-    return Example(model, tokens, torch.randint(0, config["vocab_size"], (batch, seq)), lm_loss)
+    return _language_example(model, config["vocab_size"], batch, seq)
 
 
 def llama(batch: int | None = None, size: str = "tiny") -> Example:
@@ -116,8 +120,7 @@ def llama(batch: int | None = None, size: str = "tiny") -> Example:
             bos_token_id=0, eos_token_id=0,
         )
     )
-    tokens = torch.randint(0, config["vocab_size"], (batch, seq))
-    return Example(model, tokens, torch.randint(0, config["vocab_size"], (batch, seq)), lm_loss)
+    return _language_example(model, config["vocab_size"], batch, seq)
 
 
 def vit(batch: int | None = None, size: str = "tiny") -> Example:
