@@ -1,19 +1,28 @@
-"""``auto``: one method for users, a portfolio within the time limit; and the default warm start of exact solves.
+"""``auto``: one method for users, a portfolio run in parallel processes; and the default warm start of exact solves.
 
-The portfolio runs, one after the other within the time limit: FastSA (a share of the time), Checkmate's
-MILP on HiGHS warm-started from FastSA where the graph is small, then Moccasin on CP-SAT warm-started from
-the best schedule so far with the time left. It returns the cheapest schedule within the budget (else the
-lowest peak) and the best lower bound on cost any of them proved.
+The portfolio (:mod:`remat_models.auto_worker` runs its members) shares one deadline:
+
+- a worker process runs FastSA for the whole time limit (it usually stops earlier, by its attempt count);
+- a second one runs Checkmate's MILP on HiGHS on graphs of up to ``CHECKMATE_NODES`` nodes (a share of
+  the time; Moccasin follows unless Checkmate proved its optimum), else Moccasin on CP-SAT, warm-started
+  from FastSA's schedule when FastSA reports within ``WAIT_SHARE`` of the limit, else from the fast baselines;
+- this process plans Chen's greedy meanwhile (milliseconds: the fallback).
+
+Each member's schedule is simulated here as it arrives; at the deadline the workers still running are
+stopped. ``auto`` returns the cheapest schedule within the budget (else the lowest peak) and the best
+lower bound on cost any member proved.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Mapping
+from multiprocessing.connection import wait
 from typing import Any
 
-from remat_models.errors import BudgetExceededError, RematError
+from remat_models.auto_worker import Worker
 from remat_models.graph import Graph
 from remat_models.heuristics.baselines import BASELINES
 from remat_models.schedule import Schedule, SimulationResult, simulate
@@ -21,10 +30,11 @@ from remat_models.schedule import Schedule, SimulationResult, simulate
 log = logging.getLogger(__name__)
 
 AUTO_TIME_LIMIT = 60.0  # seconds, when the caller gives none
-FASTSA_SHARE = 0.3  # of the time limit
 CHECKMATE_NODES = 150  # Checkmate's MILP (O(n^2) variables) joins the portfolio up to this many nodes
-CHECKMATE_SHARE = 0.3
-INIT_FASTSA_NODES = 2000  # the default warm start adds a short FastSA run from this many nodes on
+CHECKMATE_SHARE = 0.6  # of the exact worker's time, before Moccasin
+WAIT_SHARE = 0.25  # of the time limit the exact worker waits for FastSA's schedule as its warm start
+STOP_GRACE = 2.0  # seconds past the deadline before workers still running are stopped
+INIT_FASTSA_NODES = 500  # the default warm start adds a short FastSA run from this many nodes on
 INIT_FASTSA_SHARE = 0.2
 
 
@@ -40,6 +50,37 @@ def _better(a: SimulationResult, b: SimulationResult | None, budget: int) -> boo
     return (a.peak, a.total_cost) < (b.peak, b.total_cost)
 
 
+class _Portfolio:
+    """The members' reports: each one's cost, peak, time and bound; the best schedule and the best bound."""
+
+    def __init__(self, graph: Graph, budget: int) -> None:
+        self.graph, self.budget = graph, budget
+        self.best: tuple[str, Schedule, SimulationResult] | None = None
+        self.bound: float | None = None
+        self.members: list[dict[str, Any]] = []
+
+    def offer(self, report: Mapping[str, Any]) -> None:
+        """Record one member's report (``method``, ``schedule`` or None, ``bound``, ``seconds``, ``error``, ``pid``)."""
+        schedule = report.get("schedule")
+        result = None if schedule is None else simulate(self.graph, schedule)
+        member_bound = report.get("bound")
+        self.members.append(
+            {
+                "method": report["method"],
+                "seconds": report.get("seconds"),
+                "process": report.get("pid", os.getpid()),
+                "peak": None if result is None else result.peak,
+                "total_cost": None if result is None else result.total_cost,
+                "bound": member_bound,
+                **({"error": report["error"]} if report.get("error") else {}),
+            }
+        )
+        if member_bound is not None:
+            self.bound = member_bound if self.bound is None else max(self.bound, member_bound)
+        if result is not None and _better(result, None if self.best is None else self.best[2], self.budget):
+            self.best = (report["method"], schedule, result)
+
+
 def auto(
     graph: Graph,
     budget: int,
@@ -49,67 +90,45 @@ def auto(
     options: Mapping[str, Any] | None = None,
 ) -> tuple[Schedule, dict[str, Any]]:
     """The portfolio's best schedule and details: each member's cost, peak, time and bound, and the best bound."""
-    from remat_models.heuristics.registry import run_heuristic
-    from remat_models.planner import plan
-
     total = AUTO_TIME_LIMIT if time_limit is None else time_limit
-    started = time.perf_counter()
-    best: tuple[str, Schedule, SimulationResult] | None = None
-    members: list[dict[str, Any]] = []
-    bound: float | None = None
-
-    def offer(name: str, schedule: Schedule | None, member_bound: float | None, seconds: float) -> None:
-        nonlocal best, bound
-        result = None if schedule is None else simulate(graph, schedule)
-        members.append(
-            {
-                "method": name,
-                "seconds": seconds,
-                "peak": None if result is None else result.peak,
-                "total_cost": None if result is None else result.total_cost,
-                "bound": member_bound,
-            }
-        )
-        if member_bound is not None:
-            bound = member_bound if bound is None else max(bound, member_bound)
-        if result is not None and _better(result, None if best is None else best[2], budget):
-            best = (name, schedule, result)
-
-    def left() -> float:
-        return total - (time.perf_counter() - started)
-
-    t0 = time.perf_counter()
-    offer("chen-greedy", BASELINES["chen-greedy"](graph, budget), None, time.perf_counter() - t0)
-    t0 = time.perf_counter()
-    schedule, _ = run_heuristic("fastsa", graph, budget, seed=seed, time_limit=max(1.0, FASTSA_SHARE * total))
-    offer("fastsa", schedule, None, time.perf_counter() - t0)
-    exact = [("checkmate", "highs", CHECKMATE_SHARE)] if graph.n <= CHECKMATE_NODES else []
-    exact.append(("moccasin", "cpsat", 1.0))
-    for formulation, backend, share in exact:
-        if left() < 1.0:
-            break
-        assert best is not None
+    deadline = time.monotonic() + total
+    small = graph.n <= CHECKMATE_NODES
+    exact = {"formulations": ["checkmate", "moccasin"] if small else ["moccasin"], "first_share": CHECKMATE_SHARE}
+    jobs = {
+        "fastsa": {"role": "fastsa"},
+        "exact": {"role": "exact", "wait": WAIT_SHARE * total, **exact},
+    }
+    portfolio = _Portfolio(graph, budget)
+    workers = {name: Worker.start(name, graph, budget, seed, deadline, job) for name, job in jobs.items()}
+    try:
         t0 = time.perf_counter()
-        try:
-            result = plan(
-                graph,
-                budget,
-                formulation=formulation,
-                backend=backend,
-                time_limit=max(1.0, share * left()),
-                init=best[1],
-                seed=seed,
-                allow_over_budget=True,
-            )
-        except (BudgetExceededError, RematError) as error:  # a member's failure is not the portfolio's
-            log.info("auto: %s/%s failed: %s", formulation, backend, error)
-            continue
-        offer(f"{formulation}/{backend}", result.schedule, result.details.get("bound"), time.perf_counter() - t0)
-    assert best is not None
-    name, schedule, result = best
+        greedy = BASELINES["chen-greedy"](graph, budget)
+        portfolio.offer({"method": "chen-greedy", "schedule": greedy, "seconds": time.perf_counter() - t0})
+        _collect(workers, portfolio, deadline + STOP_GRACE)
+    finally:
+        for worker in workers.values():
+            worker.stop()
+    assert portfolio.best is not None
+    name, schedule, result = portfolio.best
+    bound = portfolio.bound
     gap = None if bound is None or result.peak > budget or not result.total_cost else 1 - bound / result.total_cost
     log.info("auto on %s: %s chosen, cost %s, bound %s", graph.name, name, result.total_cost, bound)
-    return schedule, {"chosen": name, "bound": bound, "gap": gap, "portfolio": members}
+    return schedule, {"chosen": name, "bound": bound, "gap": gap, "portfolio": portfolio.members}
+
+
+def _collect(workers: dict[str, Worker], portfolio: _Portfolio, until: float) -> None:
+    """Offer each worker's reports until all are done or ``until``; FastSA's schedule goes on to the exact one."""
+    live = {worker.conn: worker for worker in workers.values()}
+    while live and time.monotonic() < until:
+        for conn in wait(list(live), timeout=max(0.0, until - time.monotonic())):
+            worker = live[conn]  # type: ignore[index]
+            report = worker.receive()
+            if report is None:  # done, or the process died (its stderr says why)
+                del live[conn]
+                continue
+            portfolio.offer(report)
+            if report["method"] == "fastsa" and report.get("schedule") is not None:
+                workers["exact"].send({"init": report["schedule"]})
 
 
 def auto_init(graph: Graph, budget: int, *, seed: int = 0, time_limit: float | None = None) -> Schedule | None:
@@ -125,6 +144,11 @@ def auto_init(graph: Graph, budget: int, *, seed: int = 0, time_limit: float | N
     if graph.n >= INIT_FASTSA_NODES:
         seconds = min(30.0, max(1.0, INIT_FASTSA_SHARE * (time_limit or AUTO_TIME_LIMIT)))
         candidates.append(run_heuristic("fastsa", graph, budget, seed=seed, time_limit=seconds)[0])
+    return cheapest_fitting(graph, budget, candidates)
+
+
+def cheapest_fitting(graph: Graph, budget: int, candidates: list[Schedule]) -> Schedule | None:
+    """The cheapest of ``candidates`` within ``budget`` (simulated), or None."""
     best: tuple[Schedule, SimulationResult] | None = None
     for schedule in candidates:
         result = simulate(graph, schedule)

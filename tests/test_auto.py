@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 from checkmate_graphs import budgets, tiny_unet
 
 from remat_models.auto import auto_init
 from remat_models.heuristics.baselines import BASELINES
+from remat_models.io import write_graph
 from remat_models.planner import PlanStatus, parse_method_name, plan
 from remat_models.schedule import input_order_peak, simulate
 
@@ -24,6 +29,29 @@ def test_auto_returns_the_best_member_with_a_bound() -> None:
     fitting = [m["total_cost"] for m in members if m["peak"] is not None and m["peak"] <= budget]
     assert checked.total_cost == min(fitting)  # never worse than a member of the same run
     assert result.details["bound"] is None or result.details["bound"] <= checked.total_cost + 1e-6
+    worker_processes = {m["process"] for m in members if m["method"] != "chen-greedy"}
+    assert len(worker_processes) == 2 and os.getpid() not in worker_processes  # FastSA and the exact solve
+
+
+def test_auto_from_a_script_without_a_main_guard_returns_within_its_limit(tmp_path) -> None:
+    """The workers are fresh interpreters: a script calling auto at top level is not re-run by them."""
+    graph = tiny_unet()
+    path = tmp_path / "g.json"
+    write_graph(graph, path)
+    script = tmp_path / "plan_it.py"
+    script.write_text(
+        "from remat_models.io import read_graph\n"
+        "from remat_models.planner import plan\n"
+        f"graph = read_graph({str(path)!r})\n"
+        f"result = plan(graph, {budgets(graph)[0]}, 'auto', time_limit=10)\n"
+        "print('RESULT', result.status.value, result.simulation.peak, len(result.details['portfolio']))\n"
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = [line.split() for line in done.stdout.splitlines() if line.startswith("RESULT")]
+    assert len(lines) == 1  # printed once: the workers did not import the script
+    _, status, peak, members = lines[0]
+    assert status == "within_budget" and int(peak) <= budgets(graph)[0] and int(members) >= 2
 
 
 def test_exact_solves_start_from_a_fitting_heuristic_by_default() -> None:

@@ -7,7 +7,7 @@ import logging
 import math
 import time
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Protocol
 
 import numpy as np
@@ -77,6 +77,7 @@ class LoweringBackend(ABC):
     def __init__(self, option: str | None = None) -> None:
         self.option = option
         self.stopper = Stopper()  # a fresh one per solve; backends register how to stop their solver
+        self.started = time.perf_counter()  # reset by each solve: lowering and model passing count too
 
     @property
     def spec(self) -> str:
@@ -113,7 +114,7 @@ class LoweringBackend(ABC):
         self, model: Model, limits: SolveLimits = SolveLimits(), hints: dict[str, Any] | None = None
     ) -> SolveResult:
         """Solve ``model``; values are returned by block name of the original model."""
-        start = time.perf_counter()
+        self.started = start = time.perf_counter()
         lowered = self.compile(model, limits)
         hint = None
         if hints:
@@ -129,6 +130,15 @@ class LoweringBackend(ABC):
             result.x = lowered.restore(result.x)
             result.values = model.split(result.x, round_integers=self.integral)
         return result
+
+    def limits_left(self, limits: SolveLimits) -> SolveLimits:
+        """``limits`` with the time limit less what this solve has spent so far (lowering, building), >= 0.1 s.
+
+        Backends take it just before handing over to the solver, so the whole call holds the limit.
+        """
+        if limits.time_limit is None:
+            return limits
+        return replace(limits, time_limit=max(0.1, limits.time_limit - (time.perf_counter() - self.started)))
 
     @abstractmethod
     def _solve_lowered(self, model: Model, limits: SolveLimits, hint: np.ndarray | None) -> SolveResult:

@@ -37,8 +37,9 @@ class CpSatBackend(LoweringBackend):
             cp.proto.solution_hint.values.extend(np.rint(hint[idx]).astype(np.int64).tolist())
         solver = cp_model.CpSolver()
         params = solver.parameters
-        if limits.time_limit is not None:
-            params.max_time_in_seconds = float(limits.time_limit)
+        seconds = self.limits_left(limits).time_limit  # building the CP-SAT model counts against the limit
+        if seconds is not None:
+            params.max_time_in_seconds = seconds
         params.num_workers = max(1, limits.workers)
         params.random_seed = limits.seed
         if limits.mip_gap is not None:

@@ -75,7 +75,8 @@ class CvxpyBackend(LoweringBackend):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
-                problem.solve(solver=self.solver, warm_start=warm, **_solver_kwargs(self.solver, limits))
+                options = _solver_kwargs(self.solver, self.limits_left(limits))
+                problem.solve(solver=self.solver, warm_start=warm, **options)
             except cp.error.SolverError as err:
                 raise SolverError(f"cvxpy:{self.solver.lower()} failed: {err}") from err
         for warning in caught:

@@ -43,7 +43,7 @@ class GurobiBackend(LoweringBackend):
         try:
             with gp.Env(params={"OutputFlag": 0}) as env, gp.Model(model.name, env=env) as gm:
                 x = build(gm, model)
-                _set_params(gm, limits)
+                _set_params(gm, self.limits_left(limits))
                 if hint is not None:
                     x.Start = np.where(np.isnan(hint), GRB.UNDEFINED, hint)
                 self.stopper.on_stop(gm.terminate)  # Ctrl-C (interrupt.py)

@@ -38,8 +38,6 @@ class HighsBackend(LoweringBackend):
 
         h = build(model, relax=self.relax)
         h.setOptionValue("random_seed", int(limits.seed))
-        if limits.time_limit is not None:
-            h.setOptionValue("time_limit", float(limits.time_limit))
         if limits.mip_gap is not None:
             h.setOptionValue("mip_rel_gap", float(limits.mip_gap))
         if limits.workers > 1:
@@ -56,6 +54,9 @@ class HighsBackend(LoweringBackend):
             h.setSolution(len(idx), idx.astype(np.int32), hint[idx])
         h.HandleUserInterrupt = True  # its interrupt callbacks honour cancelSolve (Ctrl-C, see interrupt.py)
         self.stopper.on_stop(h.cancelSolve)
+        seconds = self.limits_left(limits).time_limit
+        if seconds is not None:
+            h.setOptionValue("time_limit", seconds)
         h.run()
         status = h.getModelStatus()
         info = h.getInfo()

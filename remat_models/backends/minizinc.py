@@ -63,7 +63,7 @@ class MiniZincBackend(LoweringBackend):
             paths = Path(tmp) / "model.mzn", Path(tmp) / "model.dzn"
             scale = mzn.write(model, *paths, hint)
             instance = minizinc.Instance(solver, minizinc.Model(list(paths)))
-            kwargs = _solve_kwargs(solver, limits)
+            kwargs = _solve_kwargs(solver, self.limits_left(limits))
             traj = Trajectory()
             try:
                 status, x, stats = _run(_stream(instance, kwargs, model, traj, self.stopper))

@@ -83,7 +83,7 @@ class PyomoBackend(LoweringBackend):
 
         pm = build(model)
         opt = pe.SolverFactory(self.solver_name)
-        kwargs = self._configure(opt, limits)
+        kwargs = self._configure(opt, self.limits_left(limits))
         if hint is not None:
             if opt.warm_start_capable():
                 for var, v in zip(pm.x.values(), hint.tolist(), strict=True):

@@ -1,0 +1,154 @@
+"""The worker processes of the ``auto`` portfolio: one member each, reporting schedules over a socket pair.
+
+A worker is ``python -m remat_models.auto_worker FD`` (a fresh interpreter: nothing of the caller's
+``__main__`` is imported, so scripts without a ``__main__`` guard are safe). It reads its job (graph, budget,
+seed, deadline on the shared monotonic clock, role) from the connection, sends one report per member it ran
+(``method``, ``schedule``, ``bound``, ``seconds``, ``error``) and ends with ``{"done": True}``. It ignores
+Ctrl-C: the parent stops it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from typing import Any
+
+from remat_models.errors import RematError
+from remat_models.graph import Graph
+from remat_models.schedule import Schedule
+
+log = logging.getLogger(__name__)
+
+FINISH_MARGIN = 1.0  # seconds a member leaves before the deadline to decode and report
+FINISH_SHARE = 0.03  # ... plus this share of the time limit (decoding grows with the graph)
+
+
+class Worker:
+    """A running worker process and the parent's end of its connection."""
+
+    def __init__(self, name: str, process: subprocess.Popen[bytes], conn: Connection) -> None:
+        self.name, self.process, self.conn = name, process, conn
+
+    @classmethod
+    def start(cls, name: str, graph: Graph, budget: int, seed: int, deadline: float, job: dict[str, Any]) -> Worker:
+        """Start the worker ``name`` and send it its job."""
+        ours, theirs = socket.socketpair()
+        with theirs:
+            command = [sys.executable, "-m", "remat_models.auto_worker", str(theirs.fileno())]
+            process = subprocess.Popen(command, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL)
+        worker = cls(name, process, Connection(ours.detach()))
+        worker.send({"graph": graph, "budget": budget, "seed": seed, "deadline": deadline, **job})
+        return worker
+
+    def send(self, message: dict[str, Any]) -> None:
+        """Send ``message``; a worker that has already ended is skipped."""
+        try:
+            self.conn.send(message)
+        except OSError:
+            log.debug("auto: worker %s has ended; message dropped", self.name)
+
+    def receive(self) -> dict[str, Any] | None:
+        """The next report, or None once the worker is done (or has died)."""
+        try:
+            message = self.conn.recv()
+        except (EOFError, OSError):
+            log.warning("auto: worker %s ended without finishing (exit %s)", self.name, self.process.poll())
+            return None
+        return None if message.get("done") else message
+
+    def stop(self) -> None:
+        """Stop the process if it still runs and close the connection."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=2.0)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.conn.close()
+
+
+def _seconds_left(job: dict[str, Any], total: float) -> float:
+    return job["deadline"] - time.monotonic() - FINISH_MARGIN - FINISH_SHARE * total
+
+
+Report = tuple[str, Schedule | None, dict[str, Any]]  # method name, schedule, details (with ``bound``)
+
+
+def _member(conn: Connection, name: str, call: Callable[[], Report]) -> Report | None:
+    """Run one member and send its report, or its error (a member's failure is not the portfolio's: None)."""
+    started = time.perf_counter()
+    try:
+        report = call()
+    except RematError as error:
+        conn.send({"method": name, "schedule": None, "bound": None, "error": str(error), "pid": os.getpid()})
+        return None
+    method, schedule, details = report
+    seconds = time.perf_counter() - started
+    bound = details.get("bound")
+    conn.send({"method": method, "schedule": schedule, "bound": bound, "seconds": seconds, "pid": os.getpid()})
+    return report
+
+
+def _fastsa(conn: Connection, job: dict[str, Any], total: float) -> None:
+    from remat_models.heuristics.registry import run_heuristic
+
+    left = _seconds_left(job, total)
+    if left >= 0.5:
+        graph, budget, seed = job["graph"], job["budget"], job["seed"]
+        _member(conn, "fastsa", lambda: ("fastsa", *run_heuristic("fastsa", graph, budget, seed=seed, time_limit=left)))
+
+
+def _exact(conn: Connection, job: dict[str, Any], total: float) -> None:
+    """Wait a while for FastSA's schedule, then solve the formulations in turn, each from the best so far."""
+    from remat_models.auto import cheapest_fitting
+    from remat_models.heuristics.baselines import BASELINES
+    from remat_models.planner import plan
+
+    graph, budget = job["graph"], job["budget"]
+    candidates = [BASELINES["chen-greedy"](graph, budget), BASELINES["chen-sqrtn"](graph, budget)]
+    if conn.poll(max(0.0, min(job["wait"], _seconds_left(job, total)))):
+        candidates.append(conn.recv()["init"])
+    start: Schedule | None = cheapest_fitting(graph, budget, candidates)
+    formulations = job["formulations"]
+    for position, formulation in enumerate(formulations):
+        left = _seconds_left(job, total)
+        if left < 1.0:
+            return
+        share = job["first_share"] if position < len(formulations) - 1 else 1.0
+        options = {"formulation": formulation, "time_limit": max(1.0, share * left), "seed": job["seed"]}
+
+        def solve(options: dict[str, Any] = options, init: Any = start if start is not None else "none") -> Report:
+            result = plan(graph, budget, init=init, allow_over_budget=True, **options)
+            return result.method, result.schedule, result.details
+
+        report = _member(conn, formulation, solve)
+        if report is None:
+            continue
+        if report[2].get("solver_status") == "optimal":
+            return
+        start = cheapest_fitting(graph, budget, [s for s in (start, report[1]) if s is not None])
+
+
+def main(argv: list[str]) -> None:
+    """Run the job received on the connection whose file descriptor is ``argv[1]``."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    logging.basicConfig(level=logging.WARNING, format="auto worker: %(levelname)s %(message)s")
+    conn = Connection(int(argv[1]))
+    job = conn.recv()
+    total = job["deadline"] - time.monotonic()
+    (_fastsa if job["role"] == "fastsa" else _exact)(conn, job, total)
+    conn.send({"done": True})
+    conn.close()
+    os._exit(0)  # skip interpreter teardown (solver threads, numba): the parent has what it needs
+
+
+if __name__ == "__main__":
+    main(sys.argv)
