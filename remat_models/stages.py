@@ -94,6 +94,27 @@ def schedule_from_model_frees(
     return Schedule(tuple(steps))
 
 
+def staged_sequence(graph: Graph, order: np.ndarray, schedule: Schedule) -> list[int]:
+    """``schedule``'s compute sequence recast into the stage structure of ``order`` (a warm start for it).
+
+    The schedule's first computations must follow ``order`` (``Schedule.first_computation_order``); stage
+    t holds the computations up to the first one of ``order[t]``, sorted by position in ``order``, each node
+    once. Dependencies still hold (``order`` is topological, earlier values are kept until read); the
+    memory profile may differ, so whoever uses the result checks it.
+    """
+    position = np.empty(graph.n, dtype=np.int64)
+    position[order] = np.arange(graph.n)
+    stages: list[set[int]] = [set() for _ in range(graph.n)]
+    t = 0
+    for step, node in enumerate(schedule.compute_sequence()):
+        p = int(position[node])
+        if p > t or t >= graph.n:
+            raise InvalidScheduleError(f"computes {graph.names[node]!r} before its turn in the given order", step=step)
+        stages[t].add(p)
+        t += p == t
+    return [int(order[p]) for stage in stages for p in sorted(stage)]
+
+
 def stages_from_schedule(
     graph: Graph, order: np.ndarray, schedule: Schedule, n_stages: int | None = None
 ) -> tuple[np.ndarray, np.ndarray]:

@@ -38,6 +38,8 @@ class HighsBackend(LoweringBackend):
 
         h = build(model, relax=self.relax)
         h.setOptionValue("random_seed", int(limits.seed))
+        if not self.relax and model.num_cols >= LARGE_MIP_COLUMNS:
+            _skip_unbounded_phases(h)
         if limits.mip_gap is not None:
             h.setOptionValue("mip_rel_gap", float(limits.mip_gap))
         if limits.workers > 1:
@@ -77,6 +79,21 @@ class HighsBackend(LoweringBackend):
             is_mip = not self.relax and bool(model.col_integer.any())
             result.bound = float(info.mip_dual_bound) if is_mip else result.objective
         return result
+
+
+LARGE_MIP_COLUMNS = 200_000  # from this size on, the MIP phases that ignore the time limit are skipped
+PROBING, ENUMERATION = 1 << 15, 1 << 16  # presolve_rule_off bits
+
+
+def _skip_unbounded_phases(h: Any) -> None:
+    """Turn off presolve probing and enumeration and the feasibility jump heuristic.
+
+    On Checkmate models of ~800 nodes (1.5 M columns) HiGHS 1.14 spends minutes in them without checking
+    its time limit (a 20 s limit ran 126 s; without them 32 s); see ERGO-Code/HiGHS#1501 and #2021.
+    """
+    log.debug("highs: large MIP; presolve probing/enumeration and feasibility jump off (they overrun time limits)")
+    h.setOptionValue("presolve_rule_off", PROBING | ENUMERATION)
+    h.setOptionValue("mip_heuristic_run_feasibility_jump", False)
 
 
 def build(model: Model, relax: bool = False) -> Any:

@@ -26,15 +26,21 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from remat_models.errors import ConfigurationError
+from remat_models.errors import ConfigurationError, InvalidScheduleError
 from remat_models.formulations.base import BuiltModel, FormulationBase
 from remat_models.formulations.rows import Rows, index_of
 from remat_models.formulations.scaling import DEFAULT_PRECISION, Units, gcd_of, scale_costs
 from remat_models.graph import Graph
 from remat_models.model import Model
 from remat_models.model.index import IndexMap
-from remat_models.schedule import Schedule
-from remat_models.stages import compute_sequence, resolve_order, schedule_from_model_frees, stages_from_schedule
+from remat_models.schedule import Schedule, eager_frees, simulate
+from remat_models.stages import (
+    compute_sequence,
+    resolve_order,
+    schedule_from_model_frees,
+    staged_sequence,
+    stages_from_schedule,
+)
 
 log = logging.getLogger(__name__)
 
@@ -157,9 +163,20 @@ class Checkmate(FormulationBase):
         raise ConfigurationError(f"unknown free mode {frees!r}; use 'eager' or 'model'")
 
     def _hints(self, built: BuiltModel, schedule: Schedule) -> dict[str, np.ndarray]:
-        """Every block's values for a Schedule whose first computations follow the model's order."""
+        """Every block's values for a Schedule whose first computations follow the model's order.
+
+        A schedule outside the stage structure (FastSA recomputes in any order) is recast into it
+        (``staged_sequence``) if the recast one still fits the budget.
+        """
         cm = _checkmate(built)
-        R, S = stages_from_schedule(cm.graph, cm.order, schedule, cm.n_stages)
+        try:
+            R, S = stages_from_schedule(cm.graph, cm.order, schedule, cm.n_stages)
+        except InvalidScheduleError:
+            staged = eager_frees(cm.graph, staged_sequence(cm.graph, cm.order, schedule))
+            peak = simulate(cm.graph, staged).peak
+            if peak > cm.budget:
+                raise InvalidScheduleError(f"recast into stages, its peak {peak:,} B exceeds the budget") from None
+            R, S = stages_from_schedule(cm.graph, cm.order, staged, cm.n_stages)
         return cm.assignment(R, S)
 
     def warm_options(self, options: Any, init: Schedule | None) -> CheckmateOptions:

@@ -1,0 +1,54 @@
+"""FastSA's schedules recast into Checkmate's stage structure, so Checkmate keeps them as warm starts."""
+
+from __future__ import annotations
+
+import pytest
+
+from remat_models.errors import InvalidScheduleError
+from remat_models.heuristics.registry import run_heuristic
+from remat_models.io.generators import unet
+from remat_models.planner import PlanStatus, plan
+from remat_models.schedule import eager_frees, input_order_peak, simulate
+from remat_models.stages import staged_sequence, stages_from_schedule
+
+
+def _fastsa_out_of_structure(graph, budget):
+    """FastSA schedules at ``budget`` (seeds 0-2) that Checkmate's stages cannot hold as they are."""
+    found = []
+    for seed in range(3):
+        schedule, _ = run_heuristic("fastsa", graph, budget, seed=seed, time_limit=5)
+        try:
+            stages_from_schedule(graph, schedule.first_computation_order(), schedule)
+        except InvalidScheduleError:
+            found.append(schedule)
+    return found
+
+
+def test_recast_fastsa_schedules_keep_cost_and_fit_the_stages() -> None:
+    graph = unet(3)
+    budget = int(0.6 * input_order_peak(graph))
+    schedules = _fastsa_out_of_structure(graph, budget)
+    assert schedules  # FastSA recomputes outside the input-order stages here
+    for schedule in schedules:
+        order = schedule.first_computation_order()
+        staged = eager_frees(graph, staged_sequence(graph, order, schedule))
+        stages_from_schedule(graph, order, staged)  # now inside the structure
+        before, after = simulate(graph, schedule), simulate(graph, staged)
+        assert after.peak <= budget and after.total_cost <= before.total_cost
+
+
+def test_checkmate_starts_from_a_recast_fastsa_schedule() -> None:
+    graph = unet(3)
+    budget = int(0.6 * input_order_peak(graph))
+    start = _fastsa_out_of_structure(graph, budget)[0]
+    result = plan(graph, budget, formulation="checkmate", backend="highs", time_limit=20, init=start)
+    assert result.details["warm_start"]
+    assert result.status == PlanStatus.WITHIN_BUDGET
+    assert simulate(graph, result.schedule).total_cost <= simulate(graph, start).total_cost
+
+
+def test_a_schedule_computing_ahead_of_the_order_is_refused() -> None:
+    graph = unet(3)
+    schedule = eager_frees(graph, list(graph.order))
+    with pytest.raises(InvalidScheduleError, match="before its turn"):
+        staged_sequence(graph, graph.order[::-1].copy(), schedule)
