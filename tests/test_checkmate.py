@@ -163,3 +163,16 @@ def test_options_are_validated() -> None:
         CHECKMATE.options({"allowance": 1.5})
     with pytest.raises(ConfigurationError, match="unknown formulation"):
         get_formulation("checkmat")
+
+
+def test_checkmate_refuses_at_once_a_model_that_cannot_fit_in_memory() -> None:
+    """9,607 nodes: ~160 M columns, hundreds of GiB; refused before the build, naming the size and the way out."""
+    from remat_models.errors import ModelTooLargeError
+    from remat_models.io.generators import transformer
+    from remat_models.model.size import check_fits_in_memory
+
+    with pytest.raises(ModelTooLargeError, match="columns would need"):
+        check_fits_in_memory("a model", 10**15)
+    graph = transformer(400)
+    with pytest.raises(ModelTooLargeError, match=r"9,607 nodes.*moccasin, hilp, fastsa or auto"):
+        plan(graph, graph.lower_bound * 4, formulation="checkmate", backend="highs", init="none")

@@ -33,6 +33,7 @@ from remat_models.formulations.scaling import DEFAULT_PRECISION, Units, gcd_of, 
 from remat_models.graph import Graph
 from remat_models.model import Model
 from remat_models.model.index import IndexMap
+from remat_models.model.size import check_fits_in_memory
 from remat_models.schedule import Schedule, eager_frees, simulate
 from remat_models.stages import (
     compute_sequence,
@@ -229,6 +230,9 @@ class _Builder:
         self.row_cells: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # row batch -> (stage, position) of each row
 
     def build(self) -> CheckmateModel:
+        frees = self.r_mask.sum(axis=0)[self.ek].sum()  # FREE cells: one per (stage, edge) where its reader runs
+        columns = int(self.r_mask.sum() + self.s_mask.sum() + frees)
+        check_fits_in_memory(f"checkmate on {self.graph.name!r} ({self.n:,} nodes, {self.T:,} stages)", columns)
         m = self.m
         R = m.bool_block("R", int(self.r_mask.sum()))
         S = m.bool_block("S", int(self.s_mask.sum()))
