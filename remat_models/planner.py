@@ -12,7 +12,7 @@ from typing import Any
 from remat_models.backends import SolveLimits, SolveStatus
 from remat_models.budget import check_budget
 from remat_models.errors import BudgetExceededError, ConfigurationError
-from remat_models.formulations import Extension, SolveOutcome, formulation_names
+from remat_models.formulations import Extension, SolveOutcome, formulation_names, get_formulation
 from remat_models.graph import Graph
 from remat_models.heuristics.registry import HEURISTICS, run_heuristic
 from remat_models.optimize import approximate, solve_model
@@ -97,7 +97,7 @@ def parse_method_name(text: str) -> MethodRef:
 
     One parser for the CLI and bench sweeps; the parts are checked against the registries.
     """
-    from remat_models.formulations import approximation_names, get_formulation
+    from remat_models.formulations import approximation_names
 
     text = text.strip()
     if not text:
@@ -176,6 +176,9 @@ def plan(
             )
             label, start = f"{formulation}/{approx}", None
         else:
+            check_size = getattr(get_formulation(formulation), "check_size", None)
+            if check_size is not None:  # a model too large fails before the warm start's time is spent
+                check_size(graph, budget, options)
             start = initial_schedule(graph, budget, init, seed=seed, time_limit=time_limit)
             if time_limit is not None:  # the warm start's time counts against the limit
                 left = max(1.0, time_limit - (time.perf_counter() - started))

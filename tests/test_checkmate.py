@@ -175,4 +175,4 @@ def test_checkmate_refuses_at_once_a_model_that_cannot_fit_in_memory() -> None:
         check_fits_in_memory("a model", 10**15)
     graph = transformer(400)
     with pytest.raises(ModelTooLargeError, match=r"9,607 nodes.*moccasin, hilp, fastsa or auto"):
-        plan(graph, graph.lower_bound * 4, formulation="checkmate", backend="highs", init="none")
+        plan(graph, graph.lower_bound * 4, formulation="checkmate", backend="highs")  # before the warm start

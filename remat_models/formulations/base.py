@@ -152,6 +152,9 @@ class FormulationBase:
         """Build the model (subclasses)."""
         raise NotImplementedError
 
+    def check_size(self, graph: Graph, budget: int, options: Any = None) -> None:
+        """Raise ``ModelTooLargeError`` before any work if the model cannot be built here (default: no check)."""
+
     def sequence(self, built: BuiltModel, values: Mapping[str, np.ndarray]) -> Sequenced:
         """The compute sequence of a solution (subclasses)."""
         raise NotImplementedError

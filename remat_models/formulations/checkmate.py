@@ -146,6 +146,10 @@ class Checkmate(FormulationBase):
         """Build the model of ``graph`` under ``budget`` bytes."""
         return _Builder(graph, budget, self.options(options)).build()
 
+    def check_size(self, graph: Graph, budget: int, options: Any = None) -> None:
+        """Raise ``ModelTooLargeError`` at once if the model could not be built and solved in this machine's memory."""
+        _Builder(graph, budget, self.options(options)).check_size()
+
     def sequence(self, built: BuiltModel, values: Mapping[str, np.ndarray]) -> list[int | Any]:
         """Algorithm 1's compute order: the row-major scan of R."""
         R, _ = _checkmate(built).matrices(values)
@@ -229,10 +233,14 @@ class _Builder:
         self.hooks: dict[str, Any] = {}
         self.row_cells: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # row batch -> (stage, position) of each row
 
-    def build(self) -> CheckmateModel:
+    def check_size(self) -> None:
+        """Refuse (``ModelTooLargeError``) a model whose columns would not fit in memory, before building it."""
         frees = self.r_mask.sum(axis=0)[self.ek].sum()  # FREE cells: one per (stage, edge) where its reader runs
         columns = int(self.r_mask.sum() + self.s_mask.sum() + frees)
         check_fits_in_memory(f"checkmate on {self.graph.name!r} ({self.n:,} nodes, {self.T:,} stages)", columns)
+
+    def build(self) -> CheckmateModel:
+        self.check_size()
         m = self.m
         R = m.bool_block("R", int(self.r_mask.sum()))
         S = m.bool_block("S", int(self.s_mask.sum()))
