@@ -42,6 +42,15 @@ def _name_partner(name: str) -> list[str]:
     return partners
 
 
+def _name_pair_ok(graph: Graph, v: int, u: int) -> bool:
+    """Whether backward node ``v`` may pair with forward node ``u`` by name.
+
+    ``X_backward`` must read ``X``: Checkmate-derived files always do, while traced graphs reuse aten
+    names (``tanh_backward`` is the backward of the *last* ``tanh_11``, not of ``tanh``).
+    """
+    return not graph.names[v].endswith("_backward") or u in graph.preds(v).tolist()
+
+
 def pair_layers(graph: Graph, pairing: Pairing = "auto") -> np.ndarray:
     """The owner of every node: itself for forward nodes, its paired forward node, or -1 (plain).
 
@@ -58,7 +67,7 @@ def pair_layers(graph: Graph, pairing: Pairing = "auto") -> np.ndarray:
         if pairing != "structure":
             for partner in _name_partner(graph.names[v]):
                 u = graph.index.get(partner)
-                if u is not None and forward[u]:
+                if u is not None and forward[u] and _name_pair_ok(graph, v, u):
                     owner[v] = u
                     break
             if owner[v] >= 0:

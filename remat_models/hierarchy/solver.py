@@ -27,7 +27,8 @@ from remat_models.formulations.hilp import HILP, HilpModel
 from remat_models.formulations.hilp_graph import LayerSpec, Part, build_hgraph
 from remat_models.formulations.hilp_options import HilpOptions
 from remat_models.graph import Graph, NodeKind
-from remat_models.hierarchy.layers import layer_members, pair_layers
+from remat_models.hierarchy.backward import backward_sets
+from remat_models.hierarchy.layers import pair_layers
 from remat_models.hierarchy.local import LocalGraph, local_graph
 from remat_models.hierarchy.options import (
     ClusterOption,
@@ -111,6 +112,7 @@ class HierarchicalSolver:
         self.solver = get_backend(backend)
         self.integral = constructs.CONTINUOUS not in self.solver.native_constructs
         self.owner = pair_layers(graph)
+        self.backward: dict[Cluster, np.ndarray] = {}  # W of every cluster, set by run()
         self.solved: dict[str, _Solved] = {}
         self.key_of: dict[Cluster, str] = {}
         self.locals: dict[Cluster, LocalGraph] = {}
@@ -121,7 +123,7 @@ class HierarchicalSolver:
     def _local(self, cluster: Cluster) -> LocalGraph:
         if cluster not in self.locals:
             forward = np.array(cluster.nodes, dtype=np.int64)
-            self.locals[cluster] = local_graph(self.graph, forward, layer_members(self.owner, cluster.nodes))
+            self.locals[cluster] = local_graph(self.graph, forward, self.backward[cluster])
         return self.locals[cluster]
 
     def _solve(self, built: HilpModel, time_limit: float | None, label: str) -> Any:
@@ -153,10 +155,10 @@ class HierarchicalSolver:
             Part(seq(o.bwd), total(o.bwd), o.m_bwd, -o.phantom, seq(o.dep), profile(o.profile_bwd)) for o in picked
         )
         ff = Part(seq(solved.ff.seq), total(solved.ff.seq), solved.ff.m_fwd, 0, (), profile(solved.ff.profile))
-        members = [*cluster.nodes, *layer_members(self.owner, cluster.nodes).tolist()]
+        members = [*cluster.nodes, *self.backward[cluster].tolist()]
         return LayerSpec(
             forward=tuple(level_index[v] for v in cluster.nodes),
-            backward=tuple(level_index[int(v)] for v in layer_members(self.owner, cluster.nodes)),
+            backward=tuple(level_index[int(v)] for v in self.backward[cluster]),
             fwd=fwd,
             bwd=bwd if solved.local.backward.size else (),
             ff=ff,
@@ -242,6 +244,7 @@ class HierarchicalSolver:
             )
         started = time.perf_counter()
         partition = h_partition(self.graph, _partition_options(self.opts))
+        self.backward = backward_sets(self.graph, partition, self.owner)
         total = self.limits.time_limit
         if self.opts.options_time_limit is not None:
             self.deadline = started + self.opts.options_time_limit

@@ -1,0 +1,99 @@
+"""Backward parts W of the clusters of a partition, chosen so that every level's layer graph is acyclic.
+
+``pair_layers`` gives each backward node the forward node it belongs to, but on traced graphs a
+cluster's backward nodes need not be convex: gradient-only nodes (reading no forward node) sit
+between them, and a node can read a forward value of a cluster that runs *earlier* than the
+clusters whose gradients it reads (attention's ``bmm`` of the probabilities and the values).
+Contracting such sets into B_j makes the level's coarse graph cyclic.
+
+At each level (the top, then inside every cluster over its W), the items are ranked in a
+topological order of their forward quotient. A non-forward node's rank is the minimum of its owner
+item's rank and its non-forward predecessors' ranks, so ranks never increase along an edge. Every
+non-loss node of rank k joins the item of rank k if that is a cluster, and is plain otherwise
+(gradient-only nodes join the item whose gradients they read; a node reading a gradient of an
+earlier item joins that one). A group then holds exactly the nodes of one rank, so a cycle of
+groups would have to stay inside one group (or among plain nodes of one rank): the coarse graph is
+acyclic, given that forward nodes read no backward value (``local_graph`` checks it) and loss nodes
+read none either (true of training graphs).
+"""
+
+from __future__ import annotations
+
+import math
+
+import networkx as nx
+import numpy as np
+
+from remat_models.graph import Graph, NodeKind
+from remat_models.hierarchy.layers import forward_mask
+from remat_models.hierarchy.partition import Cluster, Partition
+
+
+def backward_sets(graph: Graph, partition: Partition, owner: np.ndarray) -> dict[Cluster, np.ndarray]:
+    """W (global ids, by position) of every cluster of ``partition``; ``owner`` from ``pair_layers``."""
+    forward = forward_mask(graph)
+    if not forward.any():
+        forward = np.ones(graph.n, dtype=bool)
+    pool = sorted(np.flatnonzero(~forward).tolist(), key=lambda v: graph.position[v])
+    result: dict[Cluster, np.ndarray] = {}
+    _level(graph, list(partition.top), pool, owner.copy(), result)
+    return result
+
+
+def _item_ranks(graph: Graph, items: list[int | Cluster]) -> tuple[dict[int, int], list[int]]:
+    """Item index of every forward node of the level, and each item's rank in a topological order."""
+    item_of: dict[int, int] = {}
+    for i, item in enumerate(items):
+        for v in item.nodes if isinstance(item, Cluster) else (int(item),):
+            item_of[v] = i
+    dag = nx.DiGraph()
+    dag.add_nodes_from(range(len(items)))
+    for u, v in graph.edges.tolist():
+        a, b = item_of.get(u), item_of.get(v)
+        if a is not None and b is not None and a != b:
+            dag.add_edge(a, b)
+    first = [min(int(graph.position[v]) for v in _nodes(item)) for item in items]
+    order = list(nx.lexicographical_topological_sort(dag, key=lambda i: first[i]))
+    rank = [0] * len(items)
+    for r, i in enumerate(order):
+        rank[i] = r
+    return item_of, rank
+
+
+def _nodes(item: int | Cluster) -> tuple[int, ...]:
+    return item.nodes if isinstance(item, Cluster) else (int(item),)
+
+
+def _level(
+    graph: Graph,
+    items: list[int | Cluster],
+    pool: list[int],
+    owner: np.ndarray,
+    result: dict[Cluster, np.ndarray],
+) -> None:
+    """Assign the level's non-forward nodes ``pool`` (by position) to its clusters, then recurse."""
+    if not any(isinstance(item, Cluster) for item in items):
+        return
+    item_of, rank = _item_ranks(graph, items)
+    cluster_of_rank = {rank[i]: i for i, item in enumerate(items) if isinstance(item, Cluster)}
+    level_rank: dict[int, float] = {}
+    members: dict[int, list[int]] = {}
+    for x in pool:
+        preds = [p for p in graph.preds(x).tolist() if p in level_rank]
+        reach = min((level_rank[p] for p in preds), default=math.inf)
+        i = item_of.get(int(owner[x]), -1) if owner[x] >= 0 else -1
+        own = rank[i] if i >= 0 else math.inf
+        level_rank[x] = min(own, reach)
+        if level_rank[x] not in cluster_of_rank or graph.kind[x] == NodeKind.LOSS:
+            continue  # plain: of no item, or of a forward leaf
+        if own > reach:  # read a gradient of an earlier cluster: the sub-levels see it as read by that one's
+            owner[x] = owner[next(p for p in preds if level_rank[p] == reach)]
+        members.setdefault(cluster_of_rank[int(level_rank[x])], []).append(x)
+    for i, item in enumerate(items):
+        if isinstance(item, Cluster):
+            w = members.get(i, [])
+            result[item] = np.array(w, dtype=np.int64)
+            _level(graph, list(item.members), w, owner, result)
+
+
+__all__ = ["backward_sets"]
