@@ -153,3 +153,13 @@ def test_a2_on_the_other_backends(backend: str) -> None:
     graph = a2_mask()
     for budget in (8, 9, 12):
         assert cost(solve(graph, budget, backend)) == A2_OPTIMA[budget]
+
+
+def test_monet_refuses_at_once_a_model_that_cannot_fit_in_memory() -> None:
+    from remat_models.errors import ModelTooLargeError
+    from remat_models.io.generators import transformer
+    from remat_models.planner import plan
+
+    graph = transformer(400)  # 4,804 stages x 4,804 positions
+    with pytest.raises(ModelTooLargeError, match=r"monet on .*4,804 stages x 4,804 positions"):
+        plan(graph, graph.lower_bound * 4, formulation="monet", backend="highs")

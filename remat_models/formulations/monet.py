@@ -35,6 +35,7 @@ from remat_models.formulations.monet_layout import MonetLayout, monet_layout
 from remat_models.formulations.scaling import DEFAULT_PRECISION, Units, gcd_of, scale_costs
 from remat_models.graph import Graph
 from remat_models.model import Model
+from remat_models.model.size import check_fits_in_memory
 from remat_models.schedule import Compute, Schedule, Step
 
 log = logging.getLogger(__name__)
@@ -143,6 +144,10 @@ class Monet(FormulationBase):
     def build(self, graph: Graph, budget: int, options: MonetOptions | Mapping[str, Any] | None = None) -> MonetModel:
         """Build the program of ``graph`` under ``budget`` bytes."""
         return _Builder(graph, budget, self.options(options)).build()
+
+    def check_size(self, graph: Graph, budget: int, options: Any = None) -> None:
+        """Raise ``ModelTooLargeError`` at once if the model could not be built and solved in this machine's memory."""
+        _Builder(graph, budget, self.options(options)).check_size()
 
     def sequence(self, built: BuiltModel, values: Mapping[str, np.ndarray]) -> list[int | Step]:
         """Stage 0's forward pass, then per stage its recomputations in forward order and b_t, with impls."""
@@ -315,7 +320,13 @@ class _Builder:
         self.G = self.lay.stage_resident / self.unit
 
     # ------------------------------------------------------------------ blocks
+    def check_size(self) -> None:
+        """Refuse (``ModelTooLargeError``) a model whose R and S blocks (T x P each) would not fit in memory."""
+        where = f"monet on {self.graph.name!r} ({self.T:,} stages x {self.P:,} positions)"
+        check_fits_in_memory(where, 2 * self.T * self.P)
+
     def build(self) -> MonetModel:
+        self.check_size()
         self._blocks()
         self._selection()
         self._dependencies()
