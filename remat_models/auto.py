@@ -79,6 +79,8 @@ class _Portfolio:
             self.bound = member_bound if self.bound is None else max(self.bound, member_bound)
         if result is not None and _better(result, None if self.best is None else self.best[2], self.budget):
             self.best = (report["method"], schedule, result)
+        cost = "no schedule" if result is None else f"peak {result.peak:,} B, cost {result.total_cost:g}"
+        log.info("auto: %s reported %s; best so far: %s", report["method"], cost, self.best and self.best[0])
 
 
 def auto(

@@ -17,7 +17,7 @@ from remat_models.cli_bench import bench_app
 from remat_models.cli_maxbatch import max_batch_command
 from remat_models.cli_options import OptionOption, WithOption, collect_options
 from remat_models.cli_torch import from_torch, validate
-from remat_models.console import make_console
+from remat_models.console import make_console, planning_status
 from remat_models.errors import BudgetExceededError, ConfigurationError, RematError
 from remat_models.formulations import DEFAULT_FORMULATION, get_formulation
 from remat_models.formulations.extensions import make_extensions
@@ -268,7 +268,7 @@ def solve_command(
     else:
         label = f"{formulation}/{approx or backend or get_formulation(formulation).default_backend}"
     limit_text = "" if time_limit is None else f", time limit {time_limit:g} s"
-    with errors.status(f"planning {graph.name} ({graph.n:,} nodes) with {label}{limit_text}"):  # stderr, terminals only
+    with planning_status(errors, f"planning {graph.name} ({graph.n:,} nodes) with {label}{limit_text}"):
         if formulation is None:
             result = plan(
                 graph,

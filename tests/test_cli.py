@@ -99,3 +99,22 @@ def test_schedule_for_another_graph_is_rejected(tmp_path: Path) -> None:
     run = remat("simulate", chain, out)
     assert run.returncode == 1
     assert "hash" in run.stderr
+
+
+def test_planning_status_line_follows_the_library_log() -> None:
+    import io
+    import logging
+
+    from rich.console import Console
+
+    from remat_models.console import planning_status
+
+    sink = io.StringIO()
+    console = Console(file=sink, force_terminal=True, width=200)
+    logger = logging.getLogger("remat_models.planner")
+    before = logging.getLogger("remat_models").level
+    with planning_status(console, "planning g"):
+        logger.info("building the model of g")
+        logger.debug("not shown")
+    assert "building the model of g" in sink.getvalue() and "not shown" not in sink.getvalue()
+    assert logging.getLogger("remat_models").level == before  # restored
