@@ -42,7 +42,8 @@ class Worker:
         ours, theirs = socket.socketpair()
         with theirs:
             command = [sys.executable, "-m", "remat_models.auto_worker", str(theirs.fileno())]
-            process = subprocess.Popen(command, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL)
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}  # finds what we found
+            process = subprocess.Popen(command, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, env=env)
         worker = cls(name, process, Connection(ours.detach()))
         worker.send({"graph": graph, "budget": budget, "seed": seed, "deadline": deadline, **job})
         return worker
@@ -142,11 +143,13 @@ def main(argv: list[str]) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     logging.basicConfig(level=logging.WARNING, format="auto worker: %(levelname)s %(message)s")
     conn = Connection(int(argv[1]))
-    job = conn.recv()
-    total = job["deadline"] - time.monotonic()
-    (_fastsa if job["role"] == "fastsa" else _exact)(conn, job, total)
-    conn.send({"done": True})
-    conn.close()
+    try:
+        job = conn.recv()
+        total = job["deadline"] - time.monotonic()
+        (_fastsa if job["role"] == "fastsa" else _exact)(conn, job, total)
+        conn.send({"done": True})
+    except (EOFError, OSError):  # the parent has gone (stopped or killed): nobody to report to
+        pass
     os._exit(0)  # skip interpreter teardown (solver threads, numba): the parent has what it needs
 
 
