@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Literal
 
 import numpy as np
@@ -42,15 +43,15 @@ class Layout:
         """Number of intervals K = sum C_v."""
         return int(self.ptr[-1])
 
-    @property
+    @cached_property
     def owner(self) -> np.ndarray:
-        """Node of each interval."""
-        return np.repeat(np.arange(self.graph.n), self.counts)
+        """Node of each interval (read-only; computed once: the model build asks per reservoir)."""
+        return _frozen(np.repeat(np.arange(self.graph.n), self.counts))
 
-    @property
+    @cached_property
     def rank(self) -> np.ndarray:
-        """Index of each interval within its node (0 = the first, always active)."""
-        return np.arange(self.size) - self.ptr[self.owner]
+        """Index of each interval within its node (0 = the first, always active; read-only)."""
+        return _frozen(np.arange(self.size) - self.ptr[self.owner])
 
     @property
     def first(self) -> np.ndarray:
@@ -196,3 +197,9 @@ def retained_peak(layout: Layout, values: IntervalValues, mem: np.ndarray, works
     at = np.cumsum(level)[:-1]
     np.add.at(at, np.searchsorted(events, start), np.asarray(workspace)[layout.owner[active]])
     return int(at.max())
+
+
+def _frozen(array: np.ndarray) -> np.ndarray:
+    """``array`` made read-only (it is cached and shared)."""
+    array.flags.writeable = False
+    return array

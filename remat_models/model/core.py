@@ -502,9 +502,18 @@ class Model:
         if len(cols) and (cols.min() < 0 or cols.max() >= self.num_cols):
             raise ValueError(f"column ids must lie in 0..{self.num_cols - 1}")
 
+    def _column_table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(lb, ub, integer) of every column, kept until a block is added (blocks' arrays are never changed)."""
+        cached = getattr(self, "_columns_cache", None)
+        if cached is None or cached[0] != len(self._lb):
+            cached = (len(self._lb), self.col_lb, self.col_ub, self.col_integer)
+            self._columns_cache = cached
+        return cached[1], cached[2], cached[3]
+
     def _check_bool(self, cols: np.ndarray, what: str) -> None:
         self._check_cols(cols)
-        lb, ub, integer = self.col_lb[cols], self.col_ub[cols], self.col_integer[cols]
+        col_lb, col_ub, col_integer = self._column_table()
+        lb, ub, integer = col_lb[cols], col_ub[cols], col_integer[cols]
         if not np.all(integer & (lb >= 0) & (ub <= 1)):
             raise ConfigurationError(f"{what} must be a bool (0/1 integer) variable")
 
