@@ -11,6 +11,7 @@ from remat_models.hierarchy.backward import backward_sets
 from remat_models.hierarchy.layers import layer_members, pair_layers
 from remat_models.hierarchy.partition import Cluster, Partition, PartitionOptions, h_partition
 from remat_models.hierarchy.solver import solve_hierarchical
+from remat_models.io import transformer
 from remat_models.schedule import input_order_peak, simulate
 
 B = NodeKind.BACKWARD
@@ -112,3 +113,15 @@ def test_hierarchical_solve_of_a_traced_graph_fits() -> None:
     sim = simulate(g, result.schedule)
     assert sim.peak <= budget
     assert sim.total_cost == pytest.approx(result.objective)
+
+
+def test_an_acyclic_pairing_is_kept() -> None:
+    g = transformer(4)
+    partition = h_partition(g, PartitionOptions(max_leaf=4, max_top=6))
+    owner = pair_layers(g)
+    backward = backward_sets(g, partition, owner)
+    assert partition.clusters()
+    for cluster in partition.clusters():
+        assert backward[cluster].tolist() == sorted(
+            layer_members(owner, list(cluster.nodes)).tolist(), key=g.position.__getitem__
+        )
