@@ -33,6 +33,7 @@ __all__ = ["MOCCASIN", "MoccasinFormulation", "MoccasinOptions", "export_moccasi
 
 log = logging.getLogger(__name__)
 
+PHASE_MIN_SECONDS, PHASE_MIN_SHARE = 1.0, 0.05  # phase 2 is skipped with less time left than this
 STAGED_GREEDY_NODES = 3000  # largest graph whose start comes from the staged greedy (else the input order)
 
 
@@ -84,6 +85,12 @@ class _TwoPhase:
         self.deadline = None if limits.time_limit is None else self.t0 + limits.time_limit
         self.phases: dict[str, SolveResult] = {}
 
+    def _time_is_up(self) -> bool:
+        """Whether less than 1 s + 5 % of the time limit is left (too little to build and start a solve)."""
+        if self.deadline is None or self.limits.time_limit is None:
+            return False
+        return self.deadline - time.perf_counter() < PHASE_MIN_SECONDS + PHASE_MIN_SHARE * self.limits.time_limit
+
     def _limits(self) -> SolveLimits:
         left = None if self.deadline is None else max(self.deadline - time.perf_counter(), 0.5)
         return replace(self.limits, time_limit=left, log=self.limits.log or self.built.options.solver_log)
@@ -93,7 +100,7 @@ class _TwoPhase:
         start = self._start(init)
         best = start if built.peak(start) <= budget and self._satisfies_extensions(built, start) else None
         time_to_first = time.perf_counter() - self.t0 if best is not None else None
-        if best is None and built.options.two_phase:
+        if best is None and built.options.two_phase and not self._time_is_up():
             best, proven_infeasible = self._phase1(start)
             if proven_infeasible:
                 return self._outcome(SolveResult(SolveStatus.INFEASIBLE), None, None, init)
@@ -103,7 +110,11 @@ class _TwoPhase:
             time_to_first = time.perf_counter() - self.t0 if best is not None else None
         offset = time.perf_counter() - self.t0
         hints = self._hint_values(built, best or start)
-        phase2 = self.solver.solve(built.model, self._limits(), hints=hints)
+        if self._time_is_up():  # its model build alone would overrun the limit
+            log.info("moccasin on %s: no time left for phase 2 after %.1f s", graph.name, offset)
+            phase2 = SolveResult(SolveStatus.NO_SOLUTION)
+        else:
+            phase2 = self.solver.solve(built.model, self._limits(), hints=hints)
         self.phases["phase2"] = phase2
         if phase2.has_solution:
             outcome = self._outcome(phase2, None, None, init, offset)
