@@ -1,8 +1,10 @@
-"""Read a ``remat bench`` results file and check two claims of the zoo sweep; print Markdown tables.
+"""Read a ``remat bench`` results file: the zoo sweep's TDI table and two of its claims, as Markdown tables.
 
 Usage:
   python benchmarks/zoo_check.py bench_results/zoo.jsonl
 
+0. TDI % per graph, budget and method (or why no schedule fits: over budget with its peak fraction,
+   none found in time, budget below the lower bound).
 1. Time limits: every run's whole process (``elapsed_s``: interpreter start, graph read, warm start,
    build, solve, decode) against ``1.1 * time_limit + 2`` seconds; the slowest run of each method.
 2. ``auto`` against the best single method of the same sweep, per graph and budget: the cheapest
@@ -64,9 +66,39 @@ def auto_table(records: list[dict]) -> list[str]:
     return rows
 
 
+def _cell(record: dict | None) -> str:
+    """TDI % within the budget, else why not (over budget, none in time, infeasible budget, not applicable)."""
+    if record is None:
+        return "-"
+    status, error = record["status"], record.get("error_type") or ""
+    if status == "within_budget":
+        return f"{record['tdi']:.2f}"
+    if status == "over_budget":
+        return f"over ({100 * record['peak_fraction']:.0f} %)"
+    if status == "no_schedule":
+        return "none"
+    if "BudgetInfeasible" in error:
+        return "below bound"
+    return f"{status}: {error}" if error else status
+
+
+def method_table(records: list[dict]) -> list[str]:
+    """Per (graph, budget) one row, per method one column: TDI % or why there is no fitting schedule."""
+    methods = list(dict.fromkeys(r["method"] for r in records))
+    cases: dict[tuple[str, str], dict[str, dict]] = defaultdict(dict)
+    for record in records:
+        cases[(record["graph"], record["budget_spec"])][record["method"]] = record
+    rows = ["| graph | budget | " + " | ".join(methods) + " |", "|---|---|" + "---:|" * len(methods)]
+    for (graph, budget), runs in sorted(cases.items()):
+        rows.append(f"| {graph} | {budget} | " + " | ".join(_cell(runs.get(m)) for m in methods) + " |")
+    return rows
+
+
 def main() -> None:
-    """Print both tables for the results file given as the only argument."""
+    """Print the three tables for the results file given as the only argument."""
     records = load(Path(sys.argv[1]))
+    print("\n".join(method_table(records)))
+    print()
     print("\n".join(time_limit_table(records)))
     print()
     print("\n".join(auto_table(records)))

@@ -34,6 +34,7 @@ __all__ = ["MOCCASIN", "MoccasinFormulation", "MoccasinOptions", "export_moccasi
 log = logging.getLogger(__name__)
 
 PHASE_MIN_SECONDS, PHASE_MIN_SHARE = 1.0, 0.05  # phase 2 is skipped with less time left than this
+GREEDY_SHARE = 0.3  # of the time limit the staged greedy start may take
 STAGED_GREEDY_NODES = 3000  # largest graph whose start comes from the staged greedy (else the input order)
 
 
@@ -152,7 +153,9 @@ class _TwoPhase:
         start = intervals_from_sequence(layout, graph.order if init is None else init.compute_sequence())
         small = graph.n <= STAGED_GREEDY_NODES  # beyond, the greedy (per-candidate profiles) takes minutes
         if init is None and built.options.greedy and small and built.peak(start) > built.budget:
-            start = intervals_from_sequence(layout, staged_greedy_sequence(graph, built.budget, layout.counts))
+            deadline = None if self.deadline is None else self.t0 + GREEDY_SHARE * (self.deadline - self.t0)
+            sequence = staged_greedy_sequence(graph, built.budget, layout.counts, deadline=deadline)
+            start = intervals_from_sequence(layout, sequence)
         return start
 
     def _phase1(self, start: IntervalValues) -> tuple[IntervalValues | None, bool]:

@@ -17,6 +17,7 @@ both retry aiming a little below the budget. Non-recomputable nodes are computed
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,29 +53,40 @@ def staged_greedy(
 
 
 def staged_greedy_sequence(
-    graph: Graph, budget: int, copies: int | np.ndarray = 2, candidates: int = DEFAULT_CANDIDATES
+    graph: Graph,
+    budget: int,
+    copies: int | np.ndarray = 2,
+    candidates: int = DEFAULT_CANDIDATES,
+    deadline: float | None = None,
 ) -> list[int]:
     """The greedy plan's compute sequence (see the module docstring): the cheaper of the two rules' plans.
 
     If neither fits, both retry aiming a little below the budget (``MARGINS``), which often gets them unstuck.
+    At ``deadline`` (``time.perf_counter()``) the greedy stops and returns its best plan so far, fitting or not.
     """
     limit = np.where(graph.recomputable, np.broadcast_to(np.asarray(copies, dtype=np.int64), (graph.n,)), 1)
     best: Profile | None = None
     for margin in MARGINS:
         target = int(budget * (1.0 - margin))
-        plans = [_greedy(graph, budget, target, limit, candidates, per_cost) for per_cost in (False, True)]
+        plans = [_greedy(graph, budget, target, limit, candidates, per_cost, deadline) for per_cost in (False, True)]
         plans += [] if best is None else [best]
         best = min(plans, key=lambda p: (p.excess(budget), float(graph.cost[p.node].sum())))
-        if best.excess(budget) == 0:
+        if best.excess(budget) == 0 or _past(deadline):
             break
     assert best is not None
     return best.node.tolist()
 
 
-def _greedy(graph: Graph, budget: int, target: int, limit: np.ndarray, candidates: int, per_cost: bool) -> Profile:
-    """Add recomputations until the plan fits ``target`` or is stuck, then drop those it fits ``budget`` without."""
+def _past(deadline: float | None) -> bool:
+    return deadline is not None and time.perf_counter() > deadline
+
+
+def _greedy(
+    graph: Graph, budget: int, target: int, limit: np.ndarray, candidates: int, per_cost: bool, deadline: float | None
+) -> Profile:
+    """Add recomputations until the plan fits ``target`` (or is stuck, or out of time); drop the needless ones."""
     prof = profile(graph, graph.order.astype(np.int64), np.arange(graph.n, dtype=np.int64))
-    while prof.excess(target) > 0:
+    while prof.excess(target) > 0 and not _past(deadline):
         found = _step(graph, prof, target, limit, candidates, per_cost)
         if found is None:
             break
@@ -83,6 +95,8 @@ def _greedy(graph: Graph, budget: int, target: int, limit: np.ndarray, candidate
         return prof
     again = prof.event != graph.position[prof.node] * (graph.n + 1)  # recomputations
     for event in prof.event[again][np.argsort(-graph.cost[prof.node[again]], kind="stable")].tolist():
+        if _past(deadline):
+            break
         trial = _without(graph, prof, int(np.searchsorted(prof.event, event)))  # the costliest first
         if trial.excess(budget) == 0:
             prof = trial
