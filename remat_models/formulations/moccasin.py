@@ -33,7 +33,8 @@ __all__ = ["MOCCASIN", "MoccasinFormulation", "MoccasinOptions", "export_moccasi
 
 log = logging.getLogger(__name__)
 
-PHASE_MIN_SECONDS, PHASE_MIN_SHARE = 1.0, 0.05  # phase 2 is skipped with less time left than this
+PHASE_MIN_SECONDS, PHASE_MIN_SHARE = 1.0, 0.05  # a phase is skipped with less time left than this
+PHASE1_SHARE = 0.7  # of the time left phase 1 may take (phase 2 may prove infeasibility when phase 1 cannot)
 GREEDY_SHARE = 0.3  # of the time limit the staged greedy start may take
 STAGED_GREEDY_NODES = 3000  # largest graph whose start comes from the staged greedy (else the input order)
 
@@ -92,8 +93,9 @@ class _TwoPhase:
             return False
         return self.deadline - time.perf_counter() < PHASE_MIN_SECONDS + PHASE_MIN_SHARE * self.limits.time_limit
 
-    def _limits(self) -> SolveLimits:
-        left = None if self.deadline is None else max(self.deadline - time.perf_counter(), 0.5)
+    def _limits(self, share: float = 1.0) -> SolveLimits:
+        """The limits with ``share`` of the time left (at least 0.5 s)."""
+        left = None if self.deadline is None else max(share * (self.deadline - time.perf_counter()), 0.5)
         return replace(self.limits, time_limit=left, log=self.limits.log or self.built.options.solver_log)
 
     def run(self, init: Schedule | None) -> SolveOutcome:
@@ -167,7 +169,7 @@ class _TwoPhase:
         p1 = build_model(graph, built.budget, built.options, phase1_peak=ceiling)
         p1.formulation = built.formulation
         apply_extensions(p1, built.applied)
-        res = self.solver.solve(p1.model, self._limits(), hints=self._hint_values(p1, start))
+        res = self.solver.solve(p1.model, self._limits(PHASE1_SHARE), hints=self._hint_values(p1, start))
         self.phases["phase1"] = res
         if res.has_solution:
             found = p1.interval_values(res.values)
