@@ -4,8 +4,10 @@ The portfolio (:mod:`remat_models.auto_worker` runs its members) shares one dead
 
 - a worker process runs FastSA for the whole time limit (it usually stops earlier, by its attempt count);
 - a second one runs Checkmate's MILP on HiGHS on graphs of up to ``CHECKMATE_NODES`` nodes (a share of
-  the time; Moccasin follows unless Checkmate proved its optimum), else Moccasin on CP-SAT, warm-started
-  from FastSA's schedule when FastSA reports within ``WAIT_SHARE`` of the limit, else from the fast baselines;
+  the time; Moccasin follows unless Checkmate proved its optimum), else Moccasin on CP-SAT; below
+  ``INIT_FASTSA_NODES`` nodes it starts from FastSA's schedule if FastSA reports within ``WAIT_SHARE`` of
+  the limit (else from the fast baselines), from there on from ``auto_init`` (its own short FastSA run),
+  as ``remat solve -f moccasin`` would;
 - this process plans Chen's greedy meanwhile (milliseconds: the fallback).
 
 Each member's schedule is simulated here as it arrives; at the deadline the workers still running are
@@ -96,9 +98,10 @@ def auto(
     deadline = time.monotonic() + total
     small = graph.n <= CHECKMATE_NODES
     exact = {"formulations": ["checkmate", "moccasin"] if small else ["moccasin"], "first_share": CHECKMATE_SHARE}
+    wait = WAIT_SHARE * total if graph.n < INIT_FASTSA_NODES else 0.0  # larger: the exact worker runs auto_init
     jobs = {
         "fastsa": {"role": "fastsa"},
-        "exact": {"role": "exact", "wait": WAIT_SHARE * total, **exact},
+        "exact": {"role": "exact", "wait": wait, **exact},
     }
     portfolio = _Portfolio(graph, budget)
     workers = {name: Worker.start(name, graph, budget, seed, deadline, job) for name, job in jobs.items()}
@@ -106,7 +109,7 @@ def auto(
         t0 = time.perf_counter()
         greedy = BASELINES["chen-greedy"](graph, budget)
         portfolio.offer({"method": "chen-greedy", "schedule": greedy, "seconds": time.perf_counter() - t0})
-        _collect(workers, portfolio, deadline + STOP_GRACE)
+        _collect(workers, portfolio, deadline + STOP_GRACE, relay=wait > 0)
     finally:
         for worker in workers.values():
             worker.stop()
@@ -118,8 +121,8 @@ def auto(
     return schedule, {"chosen": name, "bound": bound, "gap": gap, "portfolio": portfolio.members}
 
 
-def _collect(workers: dict[str, Worker], portfolio: _Portfolio, until: float) -> None:
-    """Offer each worker's reports until all are done or ``until``; FastSA's schedule goes on to the exact one."""
+def _collect(workers: dict[str, Worker], portfolio: _Portfolio, until: float, relay: bool) -> None:
+    """Offer each worker's reports until all are done or ``until``; with ``relay`` FastSA's goes on to the exact one."""
     live = {worker.conn: worker for worker in workers.values()}
     while live and time.monotonic() < until:
         for conn in wait(list(live), timeout=max(0.0, until - time.monotonic())):
@@ -129,7 +132,7 @@ def _collect(workers: dict[str, Worker], portfolio: _Portfolio, until: float) ->
                 del live[conn]
                 continue
             portfolio.offer(report)
-            if report["method"] == "fastsa" and report.get("schedule") is not None:
+            if relay and report["method"] == "fastsa" and report.get("schedule") is not None:
                 workers["exact"].send({"init": report["schedule"]})
 
 
