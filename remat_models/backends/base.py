@@ -12,6 +12,7 @@ from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
+from remat_models.backends.deadline import ISOLATE_COLUMNS, hard_deadline, isolation_available, run_with_deadline
 from remat_models.backends.interrupt import Stopper, run_interruptible
 from remat_models.errors import ConfigurationError, UnsupportedConstructError
 from remat_models.limits import check_count, check_time_limit
@@ -73,6 +74,7 @@ class LoweringBackend(ABC):
     module: ClassVar[str]
     install_hint: ClassVar[str]
     options: ClassVar[tuple[str, ...]] = ()
+    isolate_large: ClassVar[bool] = False  # large timed solves run in a child killed at a hard deadline
 
     def __init__(self, option: str | None = None) -> None:
         self.option = option
@@ -121,7 +123,18 @@ class LoweringBackend(ABC):
             hint = np.full(lowered.model.num_cols, np.nan)
             hint[: model.num_cols] = model.flatten(hints)
         self.stopper = stopper = Stopper()
-        result = run_interruptible(self.spec, lambda: self._solve_lowered(lowered.model, limits, hint), stopper)
+
+        def solve() -> SolveResult:
+            return self._solve_lowered(lowered.model, limits, hint)
+
+        run = solve
+        if self._hard_deadline(lowered.model, limits):  # the solver may overrun its own limit at this size
+            seconds = hard_deadline(limits.time_limit)  # type: ignore[arg-type]
+
+            def run() -> SolveResult:
+                return run_with_deadline(self.spec, solve, seconds, stopper)
+
+        result = run_interruptible(self.spec, run, stopper)
         if stopper.stopped.is_set() and result.status in (SolveStatus.FEASIBLE, SolveStatus.NO_SOLUTION):
             result.status = SolveStatus.INTERRUPTED  # Ctrl-C: the incumbent (if any) is kept
         result.backend = self.spec
@@ -130,6 +143,11 @@ class LoweringBackend(ABC):
             result.x = lowered.restore(result.x)
             result.values = model.split(result.x, round_integers=self.integral)
         return result
+
+    def _hard_deadline(self, model: Model, limits: SolveLimits) -> bool:
+        """Whether this solve runs in a child killed at a hard deadline (``backends/deadline.py``)."""
+        large = model.num_cols >= ISOLATE_COLUMNS
+        return self.isolate_large and large and limits.time_limit is not None and isolation_available()
 
     def limits_left(self, limits: SolveLimits) -> SolveLimits:
         """``limits`` with the time limit less what this solve has spent so far (lowering, building), >= 0.1 s.

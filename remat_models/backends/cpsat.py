@@ -26,6 +26,7 @@ class CpSatBackend(LoweringBackend):
     native_constructs = C.ALL_CONSTRUCTS - {C.CONTINUOUS}
     module = "ortools.sat.python.cp_model"
     install_hint = "pip install 'ortools==9.15.6755'"
+    isolate_large = True  # overruns its time limit on 1M+ column models: see backends/deadline.py
 
     def _solve_lowered(self, model: Model, limits: SolveLimits, hint: np.ndarray | None) -> SolveResult:
         from ortools.sat.python import cp_model

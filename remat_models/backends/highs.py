@@ -23,6 +23,7 @@ class HighsBackend(LoweringBackend):
     module = "highspy"
     install_hint = "pip install 'highspy>=1.14,<1.15' (newer ones clash with ortools 9.15 in one process)"
     options = ("lp",)
+    isolate_large = True  # overruns its time limit on 1M+ column models: see backends/deadline.py
 
     def __init__(self, option: str | None = None, relax: bool = False) -> None:
         super().__init__(option)

@@ -1,0 +1,81 @@
+"""Large solves run in a forked process that is killed at a hard deadline: solvers overrun their limits there.
+
+HiGHS 1.14 runs 15-30 s past its time limit on MIPs of 1.5-2 M columns (presolve probing and enumeration,
+the feasibility jump and the MIP set-up do not check it) and CP-SAT 9.15 spends its whole limit in presolve
+on models of 1 M+ variables and overshoots it by 4-13 s (docs/performance.md). A solve of a model that
+large, with a time limit, therefore runs in a forked child (the model is shared copy-on-write, nothing is
+pickled on the way in); the parent waits until the limit plus a grace and then kills it, answering
+``NO_SOLUTION``. Ctrl-C reaches the child as SIGINT, which stops its solver and returns its incumbent.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import pickle
+import signal
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+
+from remat_models.backends.interrupt import Stopper
+from remat_models.errors import SolverError
+from remat_models.model import SolveResult, SolveStatus
+
+log = logging.getLogger(__name__)
+
+ISOLATE_COLUMNS = 200_000  # from this many columns on, a timed solve runs in a child with a hard deadline
+GRACE_SECONDS, GRACE_SHARE = 1.0, 0.05  # the child is killed at time limit + 1 s + 5 % of the limit
+
+
+def isolation_available() -> bool:
+    """Whether this platform can fork (Linux, macOS)."""
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
+def hard_deadline(time_limit: float) -> float:
+    """Seconds after which a child solving within ``time_limit`` is killed."""
+    return time_limit + GRACE_SECONDS + GRACE_SHARE * time_limit
+
+
+def run_with_deadline(name: str, solve: Callable[[], SolveResult], seconds: float, stopper: Stopper) -> SolveResult:
+    """``solve()`` in a forked child; ``NO_SOLUTION`` if it has not answered within ``seconds``."""
+    context = multiprocessing.get_context("fork")
+    receiver, sender = context.Pipe(duplex=False)
+    child = context.Process(target=_child, args=(solve, sender, stopper), daemon=True)
+    child.start()
+    sender.close()
+    stopper.on_stop(lambda: child.pid is not None and os.kill(child.pid, signal.SIGINT))
+    try:
+        if not receiver.poll(seconds):
+            child.kill()
+            log.warning("%s: killed %.0f s after its start: the solver overran its time limit", name, seconds)
+            return SolveResult(SolveStatus.NO_SOLUTION, log=f"{name}: killed at the hard deadline ({seconds:.1f} s)")
+        try:
+            kind, payload = receiver.recv()
+        except EOFError:
+            child.join()
+            raise SolverError(f"{name}: the solver process died (exit code {child.exitcode})") from None
+    finally:
+        receiver.close()
+        child.join(timeout=5.0)
+        if child.is_alive():
+            child.kill()
+    if kind == "error":
+        raise payload
+    return payload
+
+
+def _child(solve: Callable[[], SolveResult], sender: Connection, stopper: Stopper) -> None:
+    signal.signal(signal.SIGINT, lambda signum, frame: stopper.stop())
+    try:
+        message: tuple[str, object] = ("result", solve())
+    except BaseException as error:  # re-raised by the parent
+        message = ("error", error)
+        try:
+            pickle.dumps(error)
+        except Exception:
+            message = ("error", SolverError(f"{type(error).__name__}: {error}"))
+    sender.send(message)
+    sender.close()
+    os._exit(0)  # no interpreter teardown in a forked child

@@ -1,0 +1,44 @@
+"""Large timed solves run in a forked child killed at a hard deadline (backends/deadline.py)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from remat_models.backends.deadline import hard_deadline, run_with_deadline
+from remat_models.backends.interrupt import Stopper
+from remat_models.errors import ConfigurationError
+from remat_models.model import SolveResult, SolveStatus
+
+
+def _answer() -> SolveResult:
+    result = SolveResult(SolveStatus.FEASIBLE)
+    result.x = np.arange(300_000, dtype=np.float64)  # a large solution travels back through the pipe
+    return result
+
+
+def test_an_answer_within_the_deadline_comes_back_whole() -> None:
+    result = run_with_deadline("test", _answer, 30.0, Stopper())
+    assert result.status == SolveStatus.FEASIBLE
+    assert result.x is not None and result.x.shape == (300_000,) and result.x[-1] == 299_999
+
+
+def test_a_solver_past_the_deadline_is_killed_and_answers_no_solution() -> None:
+    started = time.perf_counter()
+    result = run_with_deadline("test", lambda: time.sleep(120) or _answer(), 1.0, Stopper())
+    assert result.status == SolveStatus.NO_SOLUTION and "hard deadline" in (result.log or "")
+    assert time.perf_counter() - started < 60  # not the 120 s of the stuck solver
+
+
+def test_a_solver_error_is_raised_in_the_caller() -> None:
+    def fail() -> SolveResult:
+        raise ConfigurationError("bad option x")
+
+    with pytest.raises(ConfigurationError, match="bad option x"):
+        run_with_deadline("test", fail, 30.0, Stopper())
+
+
+def test_the_hard_deadline_allows_the_grace() -> None:
+    assert hard_deadline(60.0) == pytest.approx(64.0)
