@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
-from remat_models.backends.deadline import ISOLATE_COLUMNS, hard_deadline, isolation_available, run_with_deadline
+from remat_models.backends.deadline import ISOLATE_SIZE, hard_deadline, isolation_available, run_with_deadline
 from remat_models.backends.interrupt import Stopper, run_interruptible
 from remat_models.errors import ConfigurationError, UnsupportedConstructError
 from remat_models.limits import check_count, check_time_limit
@@ -146,7 +146,7 @@ class LoweringBackend(ABC):
 
     def _hard_deadline(self, model: Model, limits: SolveLimits) -> bool:
         """Whether this solve runs in a child killed at a hard deadline (``backends/deadline.py``)."""
-        large = model.num_cols >= ISOLATE_COLUMNS
+        large = model.num_cols + model.num_rows >= ISOLATE_SIZE  # CP-SAT expands Moccasin's reservoirs into rows
         return self.isolate_large and large and limits.time_limit is not None and isolation_available()
 
     def limits_left(self, limits: SolveLimits) -> SolveLimits:

@@ -24,7 +24,7 @@ from remat_models.model import SolveResult, SolveStatus
 
 log = logging.getLogger(__name__)
 
-ISOLATE_COLUMNS = 200_000  # from this many columns on, a timed solve runs in a child with a hard deadline
+ISOLATE_SIZE = 200_000  # from this many columns + rows on, a timed solve runs in a child with a hard deadline
 GRACE_SECONDS, GRACE_SHARE = 1.0, 0.05  # the child is killed at time limit + 1 s + 5 % of the limit
 
 
