@@ -20,13 +20,22 @@ EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "graphs" / "unet_tr
 READY = "Ctrl-C stops it"  # logged (with -v) once the solver runs in its worker thread
 
 
+def _default_sigint() -> None:
+    """In the child: SIGINT back to its default (a runner started with ``&`` hands SIG_IGN down to us)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize(("formulation", "backend"), [("checkmate", "highs")])
 def test_sigint_keeps_the_incumbent_and_says_interrupted(tmp_path: Path, formulation: str, backend: str) -> None:
     out = tmp_path / "plan.json"
     args = ["-v", "solve", str(EXAMPLE), "-b", "60%", "-f", formulation, "--backend", backend]
     args += ["--init", "chen-greedy", "--time-limit", "600", "-o", str(out)]
     solve = subprocess.Popen(
-        [sys.executable, "-m", "remat_models.cli", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [sys.executable, "-m", "remat_models.cli", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_default_sigint,
     )
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(solve.stderr), daemon=True)  # type: ignore[arg-type]
@@ -74,7 +83,11 @@ print("DONE", file=sys.stderr, flush=True)
 def test_every_backend_returns_its_incumbent_on_sigint() -> None:
     tests = str(Path(__file__).resolve().parent)
     child = subprocess.Popen(
-        [sys.executable, "-c", EVERY_BACKEND, tests], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        [sys.executable, "-c", EVERY_BACKEND, tests],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_default_sigint,
     )
     results: dict[str, tuple[str, str, float]] = {}
     try:
@@ -109,6 +122,7 @@ def test_sigint_in_moccasin_phase_one_skips_phase_two(tmp_path: Path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_default_sigint,
     )
     try:
         assert solve.stderr is not None
