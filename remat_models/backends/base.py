@@ -7,7 +7,9 @@ import logging
 import math
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any, ClassVar, Protocol
 
 import numpy as np
@@ -123,18 +125,11 @@ class LoweringBackend(ABC):
             hint = np.full(lowered.model.num_cols, np.nan)
             hint[: model.num_cols] = model.flatten(hints)
         self.stopper = stopper = Stopper()
-
-        def solve() -> SolveResult:
-            return self._solve_lowered(lowered.model, limits, hint)
-
-        run = solve
+        solve: Callable[[], SolveResult] = partial(self._solve_lowered, lowered.model, limits, hint)
         if self._hard_deadline(lowered.model, limits):  # the solver may overrun its own limit at this size
             seconds = hard_deadline(limits.time_limit)  # type: ignore[arg-type]
-
-            def run() -> SolveResult:
-                return run_with_deadline(self.spec, solve, seconds, stopper)
-
-        result = run_interruptible(self.spec, run, stopper)
+            solve = partial(run_with_deadline, self.spec, solve, seconds, stopper)
+        result = run_interruptible(self.spec, solve, stopper)
         if stopper.stopped.is_set() and result.status in (SolveStatus.FEASIBLE, SolveStatus.NO_SOLUTION):
             result.status = SolveStatus.INTERRUPTED  # Ctrl-C: the incumbent (if any) is kept
         result.backend = self.spec
