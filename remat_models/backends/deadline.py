@@ -68,6 +68,7 @@ def run_with_deadline(name: str, solve: Callable[[], SolveResult], seconds: floa
 
 def _child(solve: Callable[[], SolveResult], sender: Connection, stopper: Stopper) -> None:
     signal.signal(signal.SIGINT, lambda signum, frame: stopper.stop())
+    logging.disable(logging.CRITICAL)  # a handler's lock (rich's status line) may have been held at the fork
     try:
         message: tuple[str, object] = ("result", solve())
     except BaseException as error:  # re-raised by the parent
