@@ -103,12 +103,12 @@ def main() -> None:
     print(f"limit {args.limit:g} s, budget {args.budget}; allowed: 1.1 x limit + 2 s = {1.1 * args.limit + 2:.1f} s\n")
     print("| graph | n | method | wall s | holds | exit | peak RSS MiB | result |")
     print("|---|---:|---|---:|---|---:|---:|---|")
+    from remat_models.io import read_graph
+
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         for spec in args.graphs.split(","):
             path = graph_path(spec, workdir)
-            from remat_models.io import read_graph
-
             n = read_graph(path).n
             for method in args.methods.split(","):
                 out = workdir / "schedule.json"

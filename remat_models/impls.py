@@ -264,21 +264,32 @@ def default_view(graph: Graph) -> Graph:
 
     View node i is ``default_nodes(graph)[i]``; :func:`lift_schedule` maps a view schedule back.
     """
-    from remat_models.graph import Graph
-
     table = graph.impl_table
     if table is None:
         return graph
+    keep, new_index = default_renumbering(graph)
+    edges = [(int(new_index[u]), int(new_index[v])) for v in keep.tolist() for u in table.reads[v][0]]
+    return kept_graph(graph, keep, new_index, np.array(edges, dtype=np.int64).reshape(-1, 2))
+
+
+def default_renumbering(graph: Graph) -> tuple[np.ndarray, np.ndarray]:
+    """(the default view's nodes, each node's index among them or -1)."""
     keep = default_nodes(graph)
     new_index = np.full(graph.n, -1, dtype=np.int64)
     new_index[keep] = np.arange(keep.size)
-    edges = [(int(new_index[u]), int(new_index[v])) for v in keep.tolist() for u in table.reads[v][0]]
+    return keep, new_index
+
+
+def kept_graph(graph: Graph, keep: np.ndarray, new_index: np.ndarray, edges: np.ndarray) -> Graph:
+    """``graph`` on the nodes ``keep`` (renumbered by ``new_index``) with ``edges`` in the new numbering."""
+    from remat_models.graph import Graph
+
     order = new_index[graph.order]
     return Graph.from_arrays(
         [graph.names[v] for v in keep.tolist()],
         graph.cost[keep],
         graph.mem[keep],
-        np.array(edges, dtype=np.int64).reshape(-1, 2),
+        edges,
         workspace=graph.workspace[keep],
         kind=[graph.kind[v] for v in keep.tolist()],
         recomputable=graph.recomputable[keep],

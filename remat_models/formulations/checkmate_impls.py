@@ -45,7 +45,7 @@ from remat_models.formulations.base import BuiltModel
 from remat_models.formulations.checkmate import Checkmate, CheckmateModel, CheckmateOptions
 from remat_models.formulations.scaling import Units, scale_costs
 from remat_models.graph import Graph
-from remat_models.impls import default_nodes
+from remat_models.impls import default_nodes, default_renumbering, kept_graph
 from remat_models.model.index import IndexMap
 from remat_models.schedule import Compute, Free, Schedule, Step
 
@@ -132,24 +132,9 @@ def core_graph(graph: Graph) -> Graph:
 
     Node i is ``default_nodes(graph)[i]``; the order is the graph's order without the aux nodes.
     """
-    keep = default_nodes(graph)
-    new_index = np.full(graph.n, -1, dtype=np.int64)
-    new_index[keep] = np.arange(keep.size)
+    keep, new_index = default_renumbering(graph)
     edges = new_index[graph.edges]
-    order = new_index[graph.order]
-    return Graph.from_arrays(
-        [graph.names[v] for v in keep.tolist()],
-        graph.cost[keep],
-        graph.mem[keep],
-        edges[(edges >= 0).all(axis=1)],
-        workspace=graph.workspace[keep],
-        kind=[graph.kind[v] for v in keep.tolist()],
-        recomputable=graph.recomputable[keep],
-        outputs=new_index[graph.outputs],
-        fixed_mem=graph.fixed_mem,
-        order=order[order >= 0],
-        name=graph.name,
-    )
+    return kept_graph(graph, keep, new_index, edges[(edges >= 0).all(axis=1)])
 
 
 def _relabel(index: IndexMap, keep: np.ndarray, graph: Graph) -> IndexMap:

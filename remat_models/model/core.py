@@ -43,6 +43,7 @@ class Model:
         self.row_batches: list[C.RowBatch] = []
         self.row_names: list[str] = []  # one per batch, unique
         self.indexes: dict[str, IndexMap] = {}  # block name -> its cells on named axes (see ``index``)
+        self._columns_cache: tuple[int, np.ndarray, np.ndarray, np.ndarray] | None = None  # see _column_table
         self.cumulative_names: dict[str, int] = {}
         self.reservoir_names: dict[str, int] = {}
         self.indicators: list[C.IndicatorBatch] = []
@@ -504,7 +505,7 @@ class Model:
 
     def _column_table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(lb, ub, integer) of every column, kept until a block is added (blocks' arrays are never changed)."""
-        cached = getattr(self, "_columns_cache", None)
+        cached = self._columns_cache
         if cached is None or cached[0] != len(self._lb):
             cached = (len(self._lb), self.col_lb, self.col_ub, self.col_integer)
             self._columns_cache = cached
