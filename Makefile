@@ -20,6 +20,7 @@ $(STAMP): pyproject.toml Makefile
 		|| { command -v apt-get >/dev/null && apt-get update -qq \
 		&& apt-get install -y -qq --no-install-recommends $(APT_PACKAGES) >/dev/null; } \
 		|| echo "warning: could not apt-get install $(APT_PACKAGES); the tests that need them will skip"
+	$(BIN)/python -m remat_models.heuristics.warmup
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -325,8 +325,8 @@ def fastsa(
     """Plan ``graph`` under ``budget`` bytes with FastSA; the returned schedule is re-simulated.
 
     ``iterations`` = (N1, N2) mutation attempts for stage 1 (grouped nodes, stops once the budget is
-    met) and stage 2 (plain nodes); default the paper's (20M, 2M). ``time_limit`` (seconds, compile
-    time excluded) is split evenly between restarts and within one in proportion N1 : N2, stage 2 also
+    met) and stage 2 (plain nodes); default the paper's (20M, 2M). ``time_limit`` (seconds, numba's
+    compile or cache load included) is split evenly between restarts and within one in proportion N1 : N2, stage 2 also
     getting what stage 1 leaves (all of it with ``fill_time``). Each stage 2 is bracketed by greedy
     pruning. Other keyword options: see :class:`FastSAOptions`. Deterministic for a seed unless the
     time limit cuts in or ``fill_time`` is on.
@@ -337,6 +337,7 @@ def fastsa(
         raise ConfigurationError(f"FastSA iterations must be >= 0, got {(n1, n2)}")
     limit = math.inf if time_limit is None else check_time_limit(time_limit, "FastSA time limit")
     compile_time = warmup()
+    limit = max(0.0, limit - compile_time)
     started = time.perf_counter()
     trajectory: list[TrajectoryPoint] = []
     units, sequence = _stage_one_units(graph, budget, opts)
