@@ -353,6 +353,17 @@ class Graph:
         return max(step, end)
 
     @cached_property
+    def kind_code(self) -> np.ndarray:
+        """Each node's kind as its index in ``NodeKind`` (for vectorized tests: :meth:`of_kind`)."""
+        codes = {kind: code for code, kind in enumerate(NodeKind)}
+        return np.array([codes[kind] for kind in self.kind], dtype=np.int8)
+
+    def of_kind(self, *kinds: NodeKind) -> np.ndarray:
+        """Mask of the nodes whose kind is one of ``kinds``."""
+        codes = list(NodeKind)
+        return np.isin(self.kind_code, [codes.index(kind) for kind in kinds])
+
+    @cached_property
     def content_hash(self) -> str:
         """SHA-256 of everything that defines the graph (names, numbers, edges, outputs, order)."""
         digest = hashlib.sha256()

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Iterable
 
 import networkx as nx
 import numpy as np
@@ -52,9 +53,9 @@ def _item_ranks(graph: Graph, items: list[int | Cluster]) -> tuple[dict[int, int
             item_of[v] = i
     dag = nx.DiGraph()
     dag.add_nodes_from(range(len(items)))
-    for u, v in graph.edges.tolist():
-        a, b = item_of.get(u), item_of.get(v)
-        if a is not None and b is not None and a != b:
+    for u, v in _edges_within(graph, item_of):
+        a, b = item_of[u], item_of[v]
+        if a != b:
             dag.add_edge(a, b)
     first = [min(int(graph.position[v]) for v in _nodes(item)) for item in items]
     order = list(nx.lexicographical_topological_sort(dag, key=lambda i: first[i]))
@@ -62,6 +63,14 @@ def _item_ranks(graph: Graph, items: list[int | Cluster]) -> tuple[dict[int, int
     for r, i in enumerate(order):
         rank[i] = r
     return item_of, rank
+
+
+def _edges_within(graph: Graph, nodes: Iterable[int]) -> list[list[int]]:
+    """The edges of ``graph`` between two of ``nodes`` (a level's own: not one pass over every edge per level)."""
+    inside = np.zeros(graph.n, dtype=bool)
+    inside[np.fromiter(nodes, dtype=np.int64)] = True
+    edges = graph.edges
+    return edges[inside[edges[:, 0]] & inside[edges[:, 1]]].tolist()
 
 
 def _nodes(item: int | Cluster) -> tuple[int, ...]:
@@ -112,9 +121,9 @@ def _acyclic(
     for i, group in members.items():
         label.update({x: ("B", i) for x in group})
         dag.add_edge(("F", i), ("B", i))
-    for u, v in graph.edges.tolist():
-        a, b = label.get(u), label.get(v)
-        if a is not None and b is not None and a != b:
+    for u, v in _edges_within(graph, label):
+        a, b = label[u], label[v]
+        if a != b:
             dag.add_edge(a, b)
     return nx.is_directed_acyclic_graph(dag)
 

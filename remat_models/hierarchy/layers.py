@@ -27,7 +27,7 @@ PAIRINGS: tuple[str, ...] = ("auto", "names", "structure")
 
 def forward_mask(graph: Graph) -> np.ndarray:
     """Which nodes are FORWARD nodes (H-Partition's forward graph)."""
-    return np.array([kind == NodeKind.FORWARD for kind in graph.kind], dtype=bool)
+    return graph.of_kind(NodeKind.FORWARD)
 
 
 def _name_partner(name: str) -> list[str]:

@@ -65,7 +65,7 @@ def local_graph(graph: Graph, forward: np.ndarray, backward: np.ndarray) -> Loca
     inside[V] = inside[W] = True
     u, v = graph.edges[:, 0], graph.edges[:, 1]
     into = inside[v] & ~inside[u]
-    late = np.array([k in (NodeKind.BACKWARD, NodeKind.LOSS) for k in graph.kind], dtype=bool)
+    late = graph.of_kind(NodeKind.BACKWARD, NodeKind.LOSS)
     is_v = np.zeros(graph.n, dtype=bool)
     is_v[V] = True
     bad = into & late[u] & is_v[v]
@@ -86,14 +86,13 @@ def local_graph(graph: Graph, forward: np.ndarray, backward: np.ndarray) -> Loca
     gid = np.array([*in_data, *V, -1, *out_grads, *W], dtype=np.int64)
     n_local = gid.size
     loss = len(in_data) + len(V)
-    own = {x: local_index for local_index, x in enumerate(gid.tolist()) if x >= 0 and inside[x]}
-    src = {x: local_index for local_index, x in enumerate(gid.tolist()) if x >= 0 and not inside[x]}
-    edges = []
-    for a, b in zip(u.tolist(), v.tolist(), strict=True):
-        if inside[b]:
-            edges.append((own[a] if inside[a] else src[a], own[b]))
-    edges += [(own[x], loss) for x in out_data]
-    edges += [(loss, src[s]) for s in out_grads]
+    local = np.full(graph.n, -1, dtype=np.int64)  # global id -> local index (own nodes and sources)
+    local[gid[gid >= 0]] = np.flatnonzero(gid >= 0)
+    reads = inside[v]  # every edge into the cluster, from an own node or a source
+    edges = [
+        np.stack([local[u[reads]], local[v[reads]]], axis=1),
+        np.array([(local[x], loss) for x in out_data] + [(loss, local[s]) for s in out_grads], dtype=np.int64),
+    ]
     is_source = np.zeros(n_local, dtype=bool)
     is_source[: len(in_data)] = True
     is_source[loss + 1 : loss + 1 + len(out_grads)] = True
@@ -104,13 +103,13 @@ def local_graph(graph: Graph, forward: np.ndarray, backward: np.ndarray) -> Loca
     ids = gid.tolist()
     kind = [NodeKind.LOSS if g < 0 else NodeKind.OTHER if is_source[i] else graph.kind[g] for i, g in enumerate(ids)]
     recomputable = np.where(is_source | (gid < 0), False, graph.recomputable[real])
-    outputs = [own[x] for x in in_grads] or [loss]
+    outputs = [int(local[x]) for x in in_grads] or [loss]
     names = [("src:" if is_source[i] else "") + (graph.names[g] if g >= 0 else "l_C") for i, g in enumerate(ids)]
     lg = Graph.from_arrays(
         names,
         cost,
         mem,
-        np.array(edges, dtype=np.int64).reshape(-1, 2),
+        np.concatenate([part.reshape(-1, 2) for part in edges]),
         workspace=workspace,
         kind=kind,
         recomputable=recomputable,
@@ -126,5 +125,5 @@ def local_graph(graph: Graph, forward: np.ndarray, backward: np.ndarray) -> Loca
         n_in=len(in_data),
         forward=np.arange(len(in_data), loss, dtype=np.int64),
         backward=np.arange(n_local - len(W), n_local, dtype=np.int64),
-        out_data=np.array([own[x] for x in out_data], dtype=np.int64),
+        out_data=local[np.array(out_data, dtype=np.int64)],
     )

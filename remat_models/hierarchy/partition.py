@@ -84,6 +84,16 @@ def _leaves(item: int | Cluster) -> tuple[int, ...]:
     return item.nodes if isinstance(item, Cluster) else (int(item),)
 
 
+def _bits(mask: int) -> list[int]:
+    """The positions of the set bits of ``mask`` (in time linear in their number, not in its width)."""
+    positions = []
+    while mask:
+        low = mask & -mask
+        positions.append(low.bit_length() - 1)
+        mask ^= low
+    return positions
+
+
 def _make_cluster(members: list[int | Cluster]) -> Cluster:
     return Cluster(tuple(members), tuple(sorted(v for m in members for v in _leaves(m))))
 
@@ -208,8 +218,10 @@ class _Round:
             if size > 3 and a != root:
                 cands.append(flow & ~(1 << a) & ~(1 << x))
             for c in cands:
-                members = frozenset(i for i in range(n) if c >> i & 1)
-                if len(members) > 1 and self._atoms_estimate(members) <= self.opts.max_leaf:
+                if not 1 < c.bit_count() <= self.opts.max_leaf:  # every item weighs at least 1
+                    continue
+                members = frozenset(_bits(c))
+                if self._atoms_estimate(members) <= self.opts.max_leaf:
                     result.append(members)
         return result
 
@@ -256,6 +268,7 @@ class _Round:
         estimate = sum(self.weight)
         heap: list[tuple[float, int, int]] = []
         live: dict[int, frozenset[int]] = {}
+        holders: dict[int, set[int]] = {}  # item -> the candidates holding it (some no longer live)
         counter = 0
 
         def push(c: frozenset[int]) -> None:
@@ -263,6 +276,8 @@ class _Round:
             if self._top_members(c) < 2 or self._atoms_estimate(c) > self.opts.max_leaf:
                 return
             live[counter] = c
+            for i in c:
+                holders.setdefault(i, set()).add(counter)
             first = min(v for i in c for v in _leaves(self.items[i]))
             heapq.heappush(heap, (self._score(c), first, counter))
             counter += 1
@@ -286,7 +301,7 @@ class _Round:
                 self.group_of[i] = gid
             self.groups[gid] = merged
             estimate += sum(self.weight[k] for k in merged) + 1 - before
-            touched = [k for k, other in live.items() if other & merged]
+            touched = sorted({k for i in merged for k in holders.get(i, ()) if k in live})
             for k in touched:
                 union = live.pop(k) | merged
                 if union != merged:
