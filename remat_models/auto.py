@@ -2,7 +2,8 @@
 
 The portfolio (:mod:`remat_models.auto_worker` runs its members) shares one deadline:
 
-- a worker process runs FastSA for the whole time limit (it usually stops earlier, by its attempt count);
+- a worker process runs FastSA, then again with the next seeds while a run's time is left (reporting
+  each improvement);
 - a second one runs Checkmate's MILP on HiGHS on graphs of up to ``CHECKMATE_NODES`` nodes (a share of
   the time; Moccasin follows unless Checkmate proved its optimum), else Moccasin on CP-SAT; below
   ``INIT_FASTSA_NODES`` nodes it starts from FastSA's schedule if FastSA reports within ``WAIT_SHARE`` of
@@ -10,9 +11,10 @@ The portfolio (:mod:`remat_models.auto_worker` runs its members) shares one dead
   as ``remat solve -f moccasin`` would;
 - this process plans Chen's greedy meanwhile (milliseconds: the fallback).
 
-Each member's schedule is simulated here as it arrives; at the deadline the workers still running are
-stopped. ``auto`` returns the cheapest schedule within the budget (else the lowest peak) and the best
-lower bound on cost any member proved.
+Each member's schedule is simulated here as it arrives; once an exact member has proved its schedule
+optimal and FastSA's first run has reported (FastSA reorders, so it can beat an optimum of the input
+order), or at the deadline, the workers still running are stopped. ``auto`` returns the cheapest
+schedule within the budget (else the lowest peak) and the best lower bound on cost any member proved.
 """
 
 from __future__ import annotations
@@ -124,6 +126,7 @@ def auto(
 def _collect(workers: dict[str, Worker], portfolio: _Portfolio, until: float, relay: bool) -> None:
     """Offer each worker's reports until all are done or ``until``; with ``relay`` FastSA's goes on to the exact one."""
     live = {worker.conn: worker for worker in workers.values()}
+    proven = False  # an exact member proved its schedule optimal (FastSA may still reorder below it)
     while live and time.monotonic() < until:
         for conn in wait(list(live), timeout=max(0.0, until - time.monotonic())):
             worker = live[conn]  # type: ignore[index]
@@ -132,6 +135,10 @@ def _collect(workers: dict[str, Worker], portfolio: _Portfolio, until: float, re
                 del live[conn]
                 continue
             portfolio.offer(report)
+            proven = proven or bool(report.get("optimal") and report.get("schedule") is not None)
+            if proven and any(m["method"] == "fastsa" for m in portfolio.members):
+                log.info("auto: an optimum is proven (for its fixed order) and FastSA has run; stopping the members")
+                return
             if relay and report["method"] == "fastsa" and report.get("schedule") is not None:
                 workers["exact"].send({"init": report["schedule"]})
 
