@@ -2,7 +2,9 @@
 
 Time limits: each option ILP gets ``level_time_limit``; with a total limit (``SolveLimits.time_limit``)
 option ILPs stop after ``options_time_limit`` (default 60 % of the total; the base options always
-exist) and the top ILP gets what is left (at least 1 s).
+exist) and the top ILP gets what is left (at least 1 s). Within the options time, each distinct cluster
+(children first) gets an even share of what is left over the clusters left, so one hard ILP cannot
+starve the rest: a cluster stops its grid of ILPs at the end of its share.
 
 For every distinct cluster (by canonical key, ``identical="exact"`` or ``"shape"``), children
 first: base options (autograd, recompute; no ILP), then H-ILP solves of the cluster's local graph
@@ -47,6 +49,7 @@ log = logging.getLogger(__name__)
 
 HierarchyOptions = HilpOptions  # the hierarchical solve takes the formulation's options
 OPTIONS_SHARE = 0.6  # of a total time limit, what option ILPs may use (the top level gets the rest)
+MIN_ILP_SECONDS = 0.5  # the least time an option ILP gets under a total limit
 
 
 def _partition_options(opts: HilpOptions) -> PartitionOptions:
@@ -118,6 +121,7 @@ class HierarchicalSolver:
         self.locals: dict[Cluster, LocalGraph] = {}
         self.ilp_times: list[tuple[str, float, str]] = []
         self.deadline: float | None = None
+        self.unsolved: set[str] = set()  # keys of the clusters with a backward part whose options are not solved
 
     # ------------------------------------------------------------------ helpers
     def _local(self, cluster: Cluster) -> LocalGraph:
@@ -180,6 +184,8 @@ class HierarchicalSolver:
         self.solved[key] = _Solved(lg, options, fast_forward(lg))
         if lg.backward.size == 0:
             return
+        self.unsolved.discard(key)
+        cluster_deadline = self._cluster_deadline()
         subs = [m for m in cluster.members if isinstance(m, Cluster)]
         index = {int(g): i for i, g in enumerate(lg.gid.tolist()) if g >= 0}
         for sub in subs:  # the children's layers refer to this local graph by its own ids
@@ -193,14 +199,14 @@ class HierarchicalSolver:
         seen = {(o.fwd, o.bwd) for o in options}
         for peak in np.unique(np.linspace(low, high, self.opts.nb_peak).astype(np.int64)):
             for save in np.unique(np.linspace(interface, peak, self.opts.nb_save).astype(np.int64))[::-1]:
-                if self._out_of_time():
+                if self._out_of_time() or (cluster_deadline is not None and time.perf_counter() > cluster_deadline):
                     return
                 correct = "all" if self.opts.correction == "all" else "off"
                 opts = {"integral_memory": self.integral, "save": int(save), "correction": correct}
                 built = HILP.build_level(hg, int(peak), opts)
                 limit = self.opts.level_time_limit
-                if self.deadline is not None:
-                    limit = max(1.0, min(limit, self.deadline - time.perf_counter()))
+                if cluster_deadline is not None:
+                    limit = max(MIN_ILP_SECONDS, min(limit, cluster_deadline - time.perf_counter()))
                 result = self._solve(built, limit, f"cluster@{lg.graph.name}")
                 if not result.has_solution:
                     break
@@ -208,6 +214,16 @@ class HierarchicalSolver:
                 if (fwd, bwd) not in seen and _once_ok(lg, fwd, bwd):
                     seen.add((fwd, bwd))
                     options.append(measure(lg, list(fwd), list(bwd)))
+
+    def _cluster_deadline(self) -> float | None:
+        """When this cluster's option ILPs stop: an even share of the options time left over the clusters left.
+
+        Clusters whose ILPs finish early leave their time to the ones after them (parents, larger).
+        """
+        if self.deadline is None:
+            return None
+        now = time.perf_counter()
+        return now + max(0.0, self.deadline - now) / (1 + len(self.unsolved))
 
     def _out_of_time(self) -> bool:
         return self.deadline is not None and time.perf_counter() > self.deadline
@@ -250,6 +266,9 @@ class HierarchicalSolver:
             self.deadline = started + self.opts.options_time_limit
         elif total is not None:
             self.deadline = started + OPTIONS_SHARE * total
+        self.unsolved = {
+            self._local(c).key(self.opts.identical) for c in partition.clusters() if self._local(c).backward.size
+        }
         for member in partition.top:
             if isinstance(member, Cluster):
                 self.solve_cluster(member)
