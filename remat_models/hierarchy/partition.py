@@ -12,6 +12,7 @@ keeps every cluster's final estimate, with its members flattened, at most ``max_
 from __future__ import annotations
 
 import heapq
+import itertools
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -121,6 +122,11 @@ def h_partition(graph: Graph, options: PartitionOptions | None = None) -> Partit
         round_ = _Round(graph, items, forward, has_backward if check_grad else None, model_output, opts)
         new_items = round_.run()
         rounds += 1
+        if len(new_items) >= len(items):  # e.g. a mask read by every layer: no flow fits, no chain links
+            new_items = _Round(graph, items, forward, has_backward if check_grad else None, model_output, opts).run(
+                windows=True
+            )
+            log.info("H-Partition: round %d merged consecutive items (%d -> %d)", rounds, len(items), len(new_items))
         if len(new_items) >= len(items):
             log.warning("H-Partition: round %d did not shrink the graph (%d items); stopping", rounds, len(items))
             break
@@ -225,6 +231,18 @@ class _Round:
                     result.append(members)
         return result
 
+    def _windows(self) -> list[frozenset[int]]:
+        """Pairs of consecutive items in a topological order of the items.
+
+        A contiguous segment of a topological order is convex, and unions of overlapping ones stay contiguous.
+        """
+        dag = nx.DiGraph()
+        dag.add_nodes_from(range(len(self.items)))
+        dag.add_edges_from((a, b) for a in range(len(self.items)) for b in self.succ[a])
+        first = [min(_leaves(item)) for item in self.items]
+        order = list(nx.lexicographical_topological_sort(dag, key=lambda i: first[i]))
+        return [frozenset(pair) for pair in itertools.pairwise(order)]
+
     def _filtered(self, candidates: list[frozenset[int]]) -> list[frozenset[int]]:
         kept = []
         for c in dict.fromkeys(candidates):
@@ -263,8 +281,9 @@ class _Round:
         return size * len(leaves) ** self.opts.alpha
 
     # -------------------------------------------------------------------- greedy
-    def run(self) -> list[int | Cluster]:
-        cands = self._filtered(self._sequences() + self._flows())
+    def run(self, windows: bool = False) -> list[int | Cluster]:
+        """Merge candidates greedily: sequences and flows, or (``windows``) pairs of consecutive items."""
+        cands = self._filtered(self._windows() if windows else self._sequences() + self._flows())
         estimate = sum(self.weight)
         heap: list[tuple[float, int, int]] = []
         live: dict[int, frozenset[int]] = {}
