@@ -7,10 +7,11 @@ import time
 import numpy as np
 import pytest
 
-from remat_models.backends.deadline import hard_deadline, run_with_deadline
+from remat_models.backends import SolveLimits, get_backend
+from remat_models.backends.deadline import hard_deadline, publish_incumbent, run_with_deadline
 from remat_models.backends.interrupt import Stopper
 from remat_models.errors import ConfigurationError
-from remat_models.model import SolveResult, SolveStatus
+from remat_models.model import Model, SolveResult, SolveStatus
 
 
 def _answer() -> SolveResult:
@@ -49,9 +50,7 @@ def test_a_large_timed_solve_goes_through_the_child_and_comes_back_exact() -> No
 
     On HiGHS (under a second); CP-SAT takes the same path but ~50 s to write and presolve this model.
     """
-    from remat_models.backends import SolveLimits, get_backend
     from remat_models.backends.deadline import ISOLATE_SIZE
-    from remat_models.model import Model
 
     n = ISOLATE_SIZE
     costs = np.random.default_rng(0).integers(1, 1000, n)
@@ -63,3 +62,45 @@ def test_a_large_timed_solve_goes_through_the_child_and_comes_back_exact() -> No
     assert result.status == SolveStatus.OPTIMAL
     assert result.objective == pytest.approx(np.sort(costs)[:3].sum())
     assert int(result.values["x"].sum()) == 3
+
+
+def test_a_killed_solver_answers_with_its_last_incumbent() -> None:
+    def improve_then_hang() -> SolveResult:
+        publish_incumbent(np.array([1.0, 0.0, 1.0]))
+        publish_incumbent(np.array([0.0, 1.0, 1.0]))
+        time.sleep(120)
+        return _answer()
+
+    result = run_with_deadline("test", improve_then_hang, 2.0, Stopper())
+    assert result.status == SolveStatus.FEASIBLE and "incumbent kept" in (result.log or "")
+    assert result.x is not None and result.x.tolist() == [0.0, 1.0, 1.0]
+
+
+def _cover(n: int = 400, m: int = 120) -> Model:
+    """A set-cover MIP: HiGHS finds an incumbent in milliseconds and does not prove it optimal in 10 s."""
+    rng = np.random.default_rng(0)
+    model = Model("cover")
+    x = model.bool_block("x", n)
+    rows = np.repeat(np.arange(m), 12)
+    cols = np.concatenate([rng.choice(n, 12, replace=False) for _ in range(m)])
+    model.add_rows(rows, x.cols[cols], np.ones(rows.size), np.full(m, 2), np.full(m, np.inf))
+    model.set_objective(x.cols, rng.integers(50, 100, n))
+    return model
+
+
+@pytest.mark.parametrize("backend", ["highs", "cpsat"])
+def test_a_real_solver_killed_at_the_hard_deadline_keeps_its_incumbent(backend, monkeypatch) -> None:
+    """Every timed solve isolated, killed 2 s in although its own limit is 60 s: the callback's incumbent survives."""
+    from remat_models.backends import base
+
+    monkeypatch.setattr(base, "ISOLATE_SIZE", 0)
+    monkeypatch.setattr(base, "hard_deadline", lambda time_limit: 2.0)
+    model = _cover()
+    started = time.perf_counter()
+    result = get_backend(backend).solve(model, SolveLimits(time_limit=60))
+    assert time.perf_counter() - started < 30
+    assert result.status == SolveStatus.FEASIBLE and "killed at the hard deadline" in (result.log or "")
+    chosen = result.values["x"]
+    assert result.objective == pytest.approx(model.objective_value(chosen))
+    indptr, cols, vals, lower, _ = model.linear_csr()
+    assert (np.add.reduceat(chosen[cols] * vals, indptr[:-1]) >= lower).all()  # the incumbent is a cover

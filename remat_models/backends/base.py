@@ -14,7 +14,14 @@ from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
-from remat_models.backends.deadline import ISOLATE_SIZE, hard_deadline, isolation_available, run_with_deadline
+from remat_models.backends.deadline import (
+    ISOLATE_SIZE,
+    hard_deadline,
+    isolation_available,
+    publish_incumbent,
+    publishing,
+    run_with_deadline,
+)
 from remat_models.backends.interrupt import Stopper, run_interruptible
 from remat_models.errors import ConfigurationError, UnsupportedConstructError
 from remat_models.limits import check_count, check_time_limit
@@ -135,6 +142,8 @@ class LoweringBackend(ABC):
         result.backend = self.spec
         result.wall_time = time.perf_counter() - start
         if result.x is not None:
+            if result.objective is None:  # an incumbent kept from a solver killed at the hard deadline
+                result.objective = lowered.model.objective_value(result.x)
             result.x = lowered.restore(result.x)
             result.values = model.split(result.x, round_integers=self.integral)
         return result
@@ -165,9 +174,11 @@ class Trajectory:
         self.start = time.perf_counter()
         self.points: list[tuple[float, float]] = []
 
-    def record(self, objective: float) -> None:
-        """Note an incumbent found now."""
+    def record(self, objective: float, solution: Callable[[], np.ndarray] | None = None) -> None:
+        """Note an incumbent found now; in a hard-deadline child, ``solution()`` (its values) goes to the parent."""
         self.points.append((time.perf_counter() - self.start, float(objective)))
+        if solution is not None and publishing():
+            publish_incumbent(solution())
 
     @property
     def first(self) -> float | None:

@@ -94,7 +94,7 @@ def _recorder(traj: Trajectory, has_objective: bool) -> Any:
 
     class Recorder(cp_model.CpSolverSolutionCallback):
         def on_solution_callback(self) -> None:
-            traj.record(self.objective_value if has_objective else 0.0)
+            traj.record(self.objective_value if has_objective else 0.0, lambda: self.response_proto.solution)
 
     return Recorder()
 

@@ -4,8 +4,10 @@ HiGHS 1.14 runs 15-30 s past its time limit on MIPs of 1.5-2 M columns (presolve
 the feasibility jump and the MIP set-up do not check it) and CP-SAT 9.15 spends its whole limit in presolve
 on models of 1 M+ variables and overshoots it by 4-13 s (docs/performance.md). A solve of a model that
 large, with a time limit, therefore runs in a forked child (the model is shared copy-on-write, nothing is
-pickled on the way in); the parent waits until the limit plus a grace and then kills it, answering
-``NO_SOLUTION``. Ctrl-C reaches the child as SIGINT, which stops its solver and returns its incumbent.
+pickled on the way in); the parent waits until the limit plus a grace and then kills it. The child sends
+each improving solution its solver reports (:func:`publish_incumbent`, from the backends' incumbent
+callbacks), so a killed solve answers ``FEASIBLE`` with the last one, or ``NO_SOLUTION`` without any.
+Ctrl-C reaches the child as SIGINT, which stops its solver and returns its incumbent.
 """
 
 from __future__ import annotations
@@ -15,8 +17,11 @@ import multiprocessing
 import os
 import pickle
 import signal
+import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
+
+import numpy as np
 
 from remat_models.backends.interrupt import Stopper
 from remat_models.errors import SolverError
@@ -26,6 +31,20 @@ log = logging.getLogger(__name__)
 
 ISOLATE_SIZE = 200_000  # from this many columns + rows on, a timed solve runs in a child with a hard deadline
 GRACE_SECONDS, GRACE_SHARE = 1.0, 0.05  # the child is killed at time limit + 1 s + 5 % of the limit
+
+
+_incumbent_sink: Connection | None = None  # the pipe to the parent, in a hard-deadline child only
+
+
+def publishing() -> bool:
+    """Whether this process is a hard-deadline child whose incumbents go to the parent."""
+    return _incumbent_sink is not None
+
+
+def publish_incumbent(x: np.ndarray) -> None:
+    """Send an improving solution (the flat values of the solved model) to the parent, which keeps the last."""
+    if _incumbent_sink is not None:
+        _incumbent_sink.send(("incumbent", np.array(x, dtype=np.float64)))
 
 
 def isolation_available() -> bool:
@@ -39,23 +58,28 @@ def hard_deadline(time_limit: float) -> float:
 
 
 def run_with_deadline(name: str, solve: Callable[[], SolveResult], seconds: float, stopper: Stopper) -> SolveResult:
-    """``solve()`` in a forked child; ``NO_SOLUTION`` if it has not answered within ``seconds``."""
+    """``solve()`` in a forked child, killed after ``seconds``: then ``FEASIBLE`` with its last incumbent."""
     context = multiprocessing.get_context("fork")
     receiver, sender = context.Pipe(duplex=False)
     child = context.Process(target=_child, args=(solve, sender, stopper), daemon=True)
     child.start()
     sender.close()
     stopper.on_stop(lambda: child.pid is not None and os.kill(child.pid, signal.SIGINT))
+    deadline = time.monotonic() + seconds
+    incumbent: np.ndarray | None = None
     try:
-        if not receiver.poll(seconds):
-            child.kill()
-            log.warning("%s: killed %.0f s after its start: the solver overran its time limit", name, seconds)
-            return SolveResult(SolveStatus.NO_SOLUTION, log=f"{name}: killed at the hard deadline ({seconds:.1f} s)")
-        try:
-            kind, payload = receiver.recv()
-        except EOFError:
-            child.join()
-            raise SolverError(f"{name}: the solver process died (exit code {child.exitcode})") from None
+        while True:
+            if not receiver.poll(max(0.0, deadline - time.monotonic())):
+                child.kill()
+                return _killed(name, seconds, incumbent)
+            try:
+                kind, payload = receiver.recv()
+            except EOFError:
+                child.join()
+                raise SolverError(f"{name}: the solver process died (exit code {child.exitcode})") from None
+            if kind != "incumbent":
+                break
+            incumbent = payload
     finally:
         receiver.close()
         child.join(timeout=5.0)
@@ -66,7 +90,17 @@ def run_with_deadline(name: str, solve: Callable[[], SolveResult], seconds: floa
     return payload
 
 
+def _killed(name: str, seconds: float, incumbent: np.ndarray | None) -> SolveResult:
+    """The answer for a child killed at the hard deadline."""
+    kept = "its last incumbent kept" if incumbent is not None else "no incumbent"
+    log.warning("%s: killed %.0f s after its start (the solver overran its time limit); %s", name, seconds, kept)
+    status = SolveStatus.NO_SOLUTION if incumbent is None else SolveStatus.FEASIBLE
+    return SolveResult(status, x=incumbent, log=f"{name}: killed at the hard deadline ({seconds:.1f} s); {kept}")
+
+
 def _child(solve: Callable[[], SolveResult], sender: Connection, stopper: Stopper) -> None:
+    global _incumbent_sink
+    _incumbent_sink = sender
     signal.signal(signal.SIGINT, lambda signum, frame: stopper.stop())
     logging.disable(logging.CRITICAL)  # a handler's lock (rich's status line) may have been held at the fork
     try:

@@ -51,7 +51,9 @@ class HighsBackend(LoweringBackend):
             h.setOptionValue("log_to_console", False)
             h.cbLogging.subscribe(lambda e: lines.append(e.message.rstrip("\n")))
         traj = Trajectory()
-        h.cbMipImprovingSolution.subscribe(lambda e: traj.record(e.data_out.objective_function_value))
+        h.cbMipImprovingSolution.subscribe(
+            lambda e: traj.record(e.data_out.objective_function_value, lambda: e.data_out.mip_solution)
+        )
         if hint is not None:
             idx = np.flatnonzero(~np.isnan(hint))
             h.setSolution(len(idx), idx.astype(np.int32), hint[idx])
