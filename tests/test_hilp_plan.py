@@ -24,6 +24,8 @@ def test_plan_hierarchical_and_flat() -> None:
     assert flat.simulation.total_cost == 31.0  # the flat optimum (Checkmate's)
     assert hier.simulation.total_cost >= flat.simulation.total_cost
     assert hier.details["ilps"] >= 2 and hier.details["depth"] == 3
+    assert flat.details["bound"] == pytest.approx(31.0)  # the flat model's bound is a lower bound on cost
+    assert hier.details["bound"] is None and hier.details["top_bound"] is not None  # the top's is not
 
 
 def test_plan_keeps_a_better_warm_start_and_rejects_bad_options() -> None:

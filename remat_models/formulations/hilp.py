@@ -154,11 +154,11 @@ class Hilp(FormulationBase):
             backend=backend,
             status=result.status,
             objective=result.objective,
-            bound=result.bound,
+            bound=None,  # the top ILP's bound holds for its cached options only, not for every schedule
             model_peak=result.model_peak,
             solve_time=float(sum(t for _, t, _ in result.ilp_times)),
             wall_time=time.perf_counter() - started,
-            details=result.summary(),
+            details={**result.summary(), "top_bound": result.bound},
         )
 
 
