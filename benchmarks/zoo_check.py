@@ -1,7 +1,9 @@
 """Read a ``remat bench`` results file: the zoo sweep's TDI table and two of its claims, as Markdown tables.
 
 Usage:
-  python benchmarks/zoo_check.py bench_results/zoo.jsonl
+  python benchmarks/zoo_check.py bench_results/zoo.jsonl [bench_results/zoo_rerun.jsonl ...]
+
+With several files, a run of a later file replaces the same (graph, budget, method, seed) of an earlier one.
 
 0. TDI % per graph, budget and method (or why no schedule fits: over budget with its peak fraction,
    none found in time, budget below the lower bound).
@@ -94,9 +96,18 @@ def method_table(records: list[dict]) -> list[str]:
     return rows
 
 
+def merged(paths: list[Path]) -> list[dict]:
+    """The records of every file; a later file's run replaces an earlier one of the same case."""
+    by_case: dict[tuple, dict] = {}
+    for path in paths:
+        for record in load(path):
+            by_case[(record["graph"], record["budget_spec"], record["method"], record["seed"])] = record
+    return list(by_case.values())
+
+
 def main() -> None:
-    """Print the three tables for the results file given as the only argument."""
-    records = load(Path(sys.argv[1]))
+    """Print the three tables for the results files given as arguments."""
+    records = merged([Path(arg) for arg in sys.argv[1:]])
     print("\n".join(method_table(records)))
     print()
     print("\n".join(time_limit_table(records)))
