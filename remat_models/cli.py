@@ -15,7 +15,7 @@ from rich.table import Table
 from remat_models.budget import check_budget, parse_budget
 from remat_models.cli_bench import bench_app
 from remat_models.cli_maxbatch import max_batch_command
-from remat_models.cli_options import OptionOption, WithOption, collect_options
+from remat_models.cli_options import OptionOption, SolverOptionOption, WithOption, collect_options, solver_options
 from remat_models.cli_torch import from_torch, validate
 from remat_models.console import make_console, planning_status
 from remat_models.errors import BudgetExceededError, ConfigurationError, RematError
@@ -233,6 +233,7 @@ def solve_command(
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Write the schedule JSON here.")] = None,
     extension_specs: WithOption = None,
     option_pairs: OptionOption = None,
+    solver_option_pairs: SolverOptionOption = None,
     impls: Annotated[
         str,
         typer.Option(
@@ -256,8 +257,8 @@ def solve_command(
         "--order": ("order", order),
     }
     options = collect_options(formulation, approx, flags, option_pairs)
-    if formulation is None and (approx or init or backend or extension_specs):
-        raise ConfigurationError("--backend, --approx, --init and --with need --formulation")
+    if formulation is None and (approx or init or backend or extension_specs or solver_option_pairs):
+        raise ConfigurationError("--backend, --approx, --init, --with and --solver-option need --formulation")
     if iterations is not None:
         if formulation is not None:
             raise ConfigurationError("--iterations is an option of heuristic methods (FastSA)")
@@ -295,6 +296,7 @@ def solve_command(
                 workers=workers,
                 allow_over_budget=True,
                 impls=_impls_flag(impls),
+                solver_options=solver_options(solver_option_pairs),
             )
     console.print(_results_table(f"{graph_path.name} at {limit:,} B", [result]))
     solver = _solver_table(result)

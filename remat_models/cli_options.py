@@ -25,6 +25,28 @@ OptionOption = Annotated[
 ]
 
 
+SolverOptionOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--solver-option",
+        "-S",
+        help="The solver's own option NAME=VALUE (repeatable), e.g. -S mip_rel_gap=0.01 (HiGHS), "
+        "-S cp_model_probing_level=0 (CP-SAT), -S MIPFocus=1 (Gurobi).",
+    ),
+]
+
+
+def solver_options(pairs: list[str] | None) -> dict[str, Any]:
+    """``-S NAME=VALUE`` pairs as a mapping (values parsed as numbers or booleans where they read as one)."""
+    options: dict[str, Any] = {}
+    for pair in pairs or []:
+        key, equals, value = pair.partition("=")
+        if not equals or not key.strip():
+            raise ConfigurationError(f"--solver-option takes NAME=VALUE, got {pair!r}")
+        options[key.strip()] = parse_value(value.strip())
+    return options
+
+
 def option_names(formulation: str, approx: str | None = None) -> list[str]:
     """The option names the formulation (or its approximation) takes."""
     if approx is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -137,6 +137,7 @@ def plan(
     workers: int = 1,
     allow_over_budget: bool = False,
     impls: bool = True,
+    solver_options: Mapping[str, Any] | None = None,
 ) -> PlanResult:
     """Plan ``graph`` under ``budget`` bytes with a heuristic ``method`` or a ``formulation`` on a ``backend``.
 
@@ -149,7 +150,10 @@ def plan(
     raises BudgetExceededError (carrying the result) unless ``allow_over_budget``, which returns it
     with status OVER_BUDGET. On a graph with operator implementations, a method that does not choose
     them plans the default view, then (``impls``) greedily switches steps to cheaper implementations;
-    with ``impls=False`` every method plans the default view.
+    with ``impls=False`` every method plans the default view. ``solver_options`` go to the solver itself,
+    by its own names (HiGHS options, CP-SAT ``SatParameters`` fields, Gurobi parameters, a Pyomo plug-in's
+    options, CVXPY ``solve`` keywords), after the ones this project sets; a name the solver rejects raises
+    ConfigurationError.
     """
     check_budget(graph, budget)  # types, range and lower bound, before anything reads the graph
     if graph.impl_table is not None:  # operator implementations: see remat_models/impl_planning.py
@@ -160,8 +164,10 @@ def plan(
             return plan_default_view(graph, budget, greedy=impls, **arguments)
     if (method is None) == (formulation is None):
         raise ConfigurationError("give either a heuristic method or a formulation")
-    if method is not None and (extensions or approx or init not in (None, "auto", "none")):
-        raise ConfigurationError("extensions, approx and init apply to formulations, not to heuristic methods")
+    if method is not None and (extensions or approx or solver_options or init not in (None, "auto", "none")):
+        raise ConfigurationError(
+            "extensions, approx, init and solver options apply to formulations, not to heuristic methods"
+        )
     started = time.perf_counter()
     outcome = None
     if method is not None:
@@ -169,7 +175,7 @@ def plan(
         label, status = method, None
     else:
         assert formulation is not None
-        limits = SolveLimits(time_limit=time_limit, workers=workers, seed=seed)
+        limits = SolveLimits(time_limit=time_limit, workers=workers, seed=seed, solver_options=solver_options or {})
         if approx is not None:
             outcome = approximate(
                 graph, budget, formulation, approx, backend, options=options, limits=limits, extensions=extensions
@@ -182,7 +188,7 @@ def plan(
             start = initial_schedule(graph, budget, init, seed=seed, time_limit=time_limit)
             if time_limit is not None:  # the warm start's time counts against the limit
                 left = max(1.0, time_limit - (time.perf_counter() - started))
-                limits = SolveLimits(time_limit=left, workers=workers, seed=seed)
+                limits = replace(limits, time_limit=left)
             outcome = solve_model(
                 graph, budget, formulation, backend, options=options, limits=limits, init=start, extensions=extensions
             )

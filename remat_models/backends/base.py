@@ -7,8 +7,8 @@ import logging
 import math
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, ClassVar, Protocol
 
@@ -44,6 +44,7 @@ class SolveLimits:
     max_variables: int | None = 50_000_000
     max_nonzeros: int | None = 200_000_000
     log: bool = False  # keep the solver's log in SolveResult.log
+    solver_options: Mapping[str, Any] = field(default_factory=dict)  # the solver's own, set last (they win)
 
     def __post_init__(self) -> None:
         check_time_limit(self.time_limit)
@@ -84,6 +85,7 @@ class LoweringBackend(ABC):
     install_hint: ClassVar[str]
     options: ClassVar[tuple[str, ...]] = ()
     isolate_large: ClassVar[bool] = False  # large timed solves run in a child killed at a hard deadline
+    takes_solver_options: ClassVar[bool] = False  # applies ``SolveLimits.solver_options`` (``set_solver_options``)
 
     def __init__(self, option: str | None = None) -> None:
         self.option = option
@@ -126,6 +128,11 @@ class LoweringBackend(ABC):
     ) -> SolveResult:
         """Solve ``model``; values are returned by block name of the original model."""
         self.started = start = time.perf_counter()
+        if limits.solver_options and not self.takes_solver_options:
+            raise ConfigurationError(
+                f"backend {self.name!r} takes no solver options (got {', '.join(limits.solver_options)}); "
+                "highs, cpsat, gurobi, cvxpy and the pyomo backends do"
+            )
         lowered = self.compile(model, limits)
         hint = None
         if hints:
@@ -161,6 +168,14 @@ class LoweringBackend(ABC):
         if limits.time_limit is None:
             return limits
         return replace(limits, time_limit=max(0.1, limits.time_limit - (time.perf_counter() - self.started)))
+
+    def set_solver_options(self, limits: SolveLimits, set_one: Callable[[str, Any], object]) -> None:
+        """Apply ``limits.solver_options`` with ``set_one(name, value)``; a rejected one raises ConfigurationError."""
+        for name, value in limits.solver_options.items():
+            try:
+                set_one(name, value)
+            except Exception as error:
+                raise ConfigurationError(f"{self.name}: solver option {name}={value!r} rejected: {error}") from error
 
     @abstractmethod
     def _solve_lowered(self, model: Model, limits: SolveLimits, hint: np.ndarray | None) -> SolveResult:

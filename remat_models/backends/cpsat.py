@@ -27,6 +27,7 @@ class CpSatBackend(LoweringBackend):
     module = "ortools.sat.python.cp_model"
     install_hint = "pip install 'ortools==9.15.6755'"
     isolate_large = True  # overruns its time limit on 1M+ column models: see backends/deadline.py
+    takes_solver_options = True  # SatParameters field names
 
     def _solve_lowered(self, model: Model, limits: SolveLimits, hint: np.ndarray | None) -> SolveResult:
         from ortools.sat.python import cp_model
@@ -52,6 +53,7 @@ class CpSatBackend(LoweringBackend):
             solver.log_callback = lines.append
         traj = Trajectory()
         recorder = _recorder(traj, model.obj_cols.size > 0)
+        self.set_solver_options(limits, lambda name, value: _set_parameter(params, name, value))
         params.catch_sigint_signal = False  # Ctrl-C goes through interrupt.py, which says it was interrupted
         self.stopper.on_stop(solver.stop_search)
         status = solver.solve(cp, recorder)
@@ -80,6 +82,12 @@ _STATUS = {
     "INFEASIBLE": SolveStatus.INFEASIBLE,
     "UNKNOWN": SolveStatus.NO_SOLUTION,
 }
+
+
+def _set_parameter(params: Any, name: str, value: object) -> None:
+    if name.startswith("_") or not hasattr(params, name) or callable(getattr(params, name)):
+        raise ValueError("CP-SAT's SatParameters has no such field")
+    setattr(params, name, value)
 
 
 def _version() -> str:

@@ -44,6 +44,7 @@ class CvxpyBackend(LoweringBackend):
     name = "cvxpy"
     native_constructs = frozenset({C.CONTINUOUS})
     module = "cvxpy"
+    takes_solver_options = True  # keyword arguments of ``Problem.solve`` for the chosen solver
     install_hint = INSTALL_HINT
     options = tuple(solver.lower() for solver in MILP_SOLVERS)
 
@@ -75,7 +76,7 @@ class CvxpyBackend(LoweringBackend):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
-                options = _solver_kwargs(self.solver, self.limits_left(limits))
+                options = {**_solver_kwargs(self.solver, self.limits_left(limits)), **limits.solver_options}
                 problem.solve(solver=self.solver, warm_start=warm, **options)
             except cp.error.SolverError as err:
                 raise SolverError(f"cvxpy:{self.solver.lower()} failed: {err}") from err

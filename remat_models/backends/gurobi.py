@@ -27,6 +27,7 @@ class GurobiBackend(LoweringBackend):
     name = "gurobi"
     native_constructs = frozenset({C.CONTINUOUS, C.INDICATOR})
     module = "gurobipy"
+    takes_solver_options = True  # Gurobi parameter names (setParam)
     install_hint = "pip install 'remat_models[gurobi]' (gurobipy and scipy; pip's gurobipy license is size-limited)"
 
     @classmethod
@@ -44,6 +45,7 @@ class GurobiBackend(LoweringBackend):
             with gp.Env(params={"OutputFlag": 0}) as env, gp.Model(model.name, env=env) as gm:
                 x = build(gm, model)
                 _set_params(gm, self.limits_left(limits))
+                self.set_solver_options(limits, gm.setParam)
                 if hint is not None:
                     x.Start = np.where(np.isnan(hint), GRB.UNDEFINED, hint)
                 self.stopper.on_stop(gm.terminate)  # Ctrl-C (interrupt.py)

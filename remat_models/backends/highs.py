@@ -24,6 +24,7 @@ class HighsBackend(LoweringBackend):
     install_hint = "pip install 'highspy>=1.14,<1.15' (newer ones clash with ortools 9.15 in one process)"
     options = ("lp",)
     isolate_large = True  # overruns its time limit on 1M+ column models: see backends/deadline.py
+    takes_solver_options = True  # HiGHS option names (setOptionValue)
 
     def __init__(self, option: str | None = None, relax: bool = False) -> None:
         super().__init__(option)
@@ -62,6 +63,7 @@ class HighsBackend(LoweringBackend):
         seconds = self.limits_left(limits).time_limit
         if seconds is not None:
             h.setOptionValue("time_limit", seconds)
+        self.set_solver_options(limits, lambda name, value: _set_option(h, name, value))
         h.run()
         status = h.getModelStatus()
         info = h.getInfo()
@@ -82,6 +84,13 @@ class HighsBackend(LoweringBackend):
             is_mip = not self.relax and bool(model.col_integer.any())
             result.bound = float(info.mip_dual_bound) if is_mip else result.objective
         return result
+
+
+def _set_option(h: Any, name: str, value: object) -> None:
+    import highspy
+
+    if h.setOptionValue(name, value) == highspy.HighsStatus.kError:
+        raise ValueError("HiGHS has no such option, or the value has the wrong type or range")
 
 
 LARGE_MIP_COLUMNS = 200_000  # from this size on, the MIP phases that ignore the time limit are skipped

@@ -59,6 +59,7 @@ class PyomoBackend(LoweringBackend):
     name = "pyomo"
     native_constructs = frozenset({C.CONTINUOUS})
     module = "pyomo"
+    takes_solver_options = True  # the plug-in's ``options`` (passed to the solver as it names them)
     install_hint = (
         "pip install 'remat_models[pyomo]' (appsi_highs runs on highspy;"
         " cbc/glpk: apt-get install coinor-cbc glpk-utils)"
@@ -139,6 +140,7 @@ class PyomoBackend(LoweringBackend):
                 log.debug("pyomo: no known gap option for %s; mip_gap ignored", name)
         if limits.workers > 1 or limits.seed:
             log.debug("pyomo: workers/seed are not passed on (no solver-independent Pyomo option)")
+        self.set_solver_options(limits, opt.options.__setitem__)  # the solver itself checks the names
         return kwargs
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -131,9 +131,7 @@ class HierarchicalSolver:
         return self.locals[cluster]
 
     def _solve(self, built: HilpModel, time_limit: float | None, label: str) -> Any:
-        limits = SolveLimits(
-            time_limit=time_limit, workers=self.limits.workers, seed=self.limits.seed, mip_gap=self.limits.mip_gap
-        )
+        limits = replace(self.limits, time_limit=time_limit, log=False)
         result = self.solver.solve(built.model, limits)
         self.ilp_times.append((label, float(result.wall_time), result.status.value))
         return result
