@@ -35,6 +35,7 @@ def test_cpsat_takes_sat_parameters() -> None:
         ("highs", {"mip_rel_gap": "wide"}, "mip_rel_gap='wide' rejected"),
         ("cpsat", {"no_such_field": 1}, "no_such_field=1 rejected"),
         ("cpsat", {"num_workers": 1.5}, "num_workers=1.5 rejected"),
+        ("gurobi", {"NoSuchParameter": 1}, "NoSuchParameter=1 rejected"),
         ("minizinc", {"x": 1}, "takes no solver options"),
     ],
 )
