@@ -151,3 +151,15 @@ def test_a_mask_read_by_every_layer_does_not_stall_the_partition() -> None:
     result = solve_hierarchical(g, budget, "highs", limits=SolveLimits(time_limit=20))  # none found before
     assert result.schedule is not None
     assert simulate(g, result.schedule).peak <= budget
+
+
+def test_stray_nodes_are_not_absorbed_one_level_per_round() -> None:
+    """ResNet traced: ~50 buffer updates without a backward part sit beside one large cluster; merging
+    consecutive items absorbed one of them per round (depth 41) until such rounds had to shrink the graph."""
+    from pathlib import Path
+
+    from remat_models.io import read_graph
+
+    g = read_graph(Path(__file__).parents[1] / "benchmarks" / "zoo" / "zoo_resnet.json")
+    partition = h_partition(g, PartitionOptions(max_leaf=12, max_top=20))
+    assert partition.depth <= 8

@@ -85,6 +85,9 @@ def _leaves(item: int | Cluster) -> tuple[int, ...]:
     return item.nodes if isinstance(item, Cluster) else (int(item),)
 
 
+WINDOW_MIN_SHRINK = 0.9  # a round of consecutive-item merges counts only if it leaves at most this share
+
+
 def _bits(mask: int) -> list[int]:
     """The positions of the set bits of ``mask`` (in time linear in their number, not in its width)."""
     positions = []
@@ -127,6 +130,8 @@ def h_partition(graph: Graph, options: PartitionOptions | None = None) -> Partit
                 windows=True
             )
             log.info("H-Partition: round %d merged consecutive items (%d -> %d)", rounds, len(items), len(new_items))
+            if len(new_items) > WINDOW_MIN_SHRINK * len(items):  # absorbing a few stray nodes nests a level each
+                new_items = items
         if len(new_items) >= len(items):
             log.warning("H-Partition: round %d did not shrink the graph (%d items); stopping", rounds, len(items))
             break
