@@ -2,8 +2,8 @@
 
 The portfolio (:mod:`remat_models.auto_worker` runs its members) shares one deadline:
 
-- a worker process runs FastSA, then again with the next seeds while a run's time is left (reporting
-  each improvement);
+- a worker process runs FastSA, then again with the next seeds while a run's time is left and until
+  ``RESTART_PATIENCE`` runs in a row bring no improvement (reporting each improvement);
 - a second one runs Checkmate's MILP on HiGHS on graphs of up to ``CHECKMATE_NODES`` nodes (a share of
   the time; Moccasin follows unless Checkmate proved its optimum), else Moccasin on CP-SAT; below
   ``INIT_FASTSA_NODES`` nodes it starts from FastSA's schedule if FastSA reports within ``WAIT_SHARE`` of

@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 FINISH_MARGIN = 1.0  # seconds a member leaves before the deadline to decode and report
 FINISH_SHARE = 0.2  # ... plus this share of the limit (decoding; CP-SAT presolve overshoots on 1M+ variables)
 MAX_RESTARTS = 1000  # FastSA runs (seeds) in one portfolio at most
+RESTART_PATIENCE = 8  # ... and it stops after this many runs in a row without an improvement
 
 
 class Worker:
@@ -114,16 +115,19 @@ def _send(
 
 
 def _fastsa(conn: Connection, job: dict[str, Any], total: float) -> None:
-    """FastSA with the job's seed, then with the next seeds while a run's time is left, reporting improvements."""
+    """FastSA with the job's seed, then with the next seeds while a run's time is left, reporting improvements.
+
+    It stops after ``RESTART_PATIENCE`` runs in a row without one (small graphs: ``auto`` can return early).
+    """
     from remat_models.heuristics.registry import run_heuristic
     from remat_models.schedule import simulate
 
     graph, budget = job["graph"], job["budget"]
     best: tuple[bool, float] | None = None  # (over budget, cost) of the best run so far
-    last = 0.0
+    last, since_best = 0.0, 0
     for restart in range(MAX_RESTARTS):
         left = _seconds_left(job, total)
-        if left < max(0.5, last):
+        if left < max(0.5, last) or since_best >= RESTART_PATIENCE:
             return
         seed, started = job["seed"] + restart, time.perf_counter()
         try:
@@ -134,8 +138,9 @@ def _fastsa(conn: Connection, job: dict[str, Any], total: float) -> None:
         last = time.perf_counter() - started
         result = simulate(graph, schedule)
         rank = (result.peak > budget, result.total_cost)
+        since_best += 1
         if best is None or rank < best:
-            best = rank
+            best, since_best = rank, 0
             _send(conn, "fastsa" if restart == 0 else f"fastsa (seed {seed})", schedule, seconds=last)
 
 

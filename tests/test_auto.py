@@ -74,5 +74,5 @@ def test_heuristics_reject_a_warm_start_but_accept_the_default(init) -> None:
     if init is None:
         assert plan(graph, budget, "chen-greedy", init="none").status == PlanStatus.WITHIN_BUDGET
     else:
-        with pytest.raises(Exception, match="init apply to formulations"):
+        with pytest.raises(Exception, match="init and solver options apply to formulations"):
             plan(graph, budget, "chen-greedy", init=init)
