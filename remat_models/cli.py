@@ -396,6 +396,8 @@ def compare_command(
     chosen = [name.strip() for name in method_names.split(",")] if method_names is not None else everything
     if not chosen or not all(chosen):
         raise ConfigurationError(f"--methods {method_names!r} names an empty method; give NAME[,NAME...]")
+    for name in chosen:  # a misspelt name fails before anything runs (a method failing later is skipped)
+        parse_method_name(name)
     results = []
     with console.status("planning") as status:
         for name in chosen:

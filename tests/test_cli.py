@@ -118,3 +118,18 @@ def test_planning_status_line_follows_the_library_log() -> None:
         logger.debug("not shown")
     assert "building the model of g" in sink.getvalue() and "not shown" not in sink.getvalue()
     assert logging.getLogger("remat_models").level == before  # restored
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("compare", EXAMPLE, "-b", "80%", "--methods", "chen-greedy,nosuch"), "unknown method 'nosuch'"),
+        (("compare", EXAMPLE, "-b", "80%", "--methods", "checkmate/nosolver"), "unknown backend 'nosolver'"),
+        (("solve", EXAMPLE, "-b", "80%", "-m", "auto", "--time-limit", "0"), "time limit must be"),
+        (("solve", EXAMPLE, "-b", "80%", "-f", "hilp", "-O", "level_time_limit=-2"), "level_time_limit must be"),
+    ],
+)
+def test_bad_method_names_and_time_limits_fail_before_anything_runs(args: tuple, message: str) -> None:
+    run = remat(*args)
+    assert run.returncode == 1 and message in run.stderr
+    assert "│" not in run.stdout  # no results table: nothing ran

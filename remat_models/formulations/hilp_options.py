@@ -9,6 +9,7 @@ from typing import Any
 from remat_models.errors import ConfigurationError
 from remat_models.formulations.base import options_of
 from remat_models.formulations.scaling import DEFAULT_PRECISION
+from remat_models.limits import check_time_limit
 
 CORRECTIONS = ("top", "all", "off")
 PARTITION_KEYS = ("max_leaf", "max_top", "alpha")
@@ -64,6 +65,8 @@ class HilpOptions:
             )
         if not 0.0 < value.cost_precision < 1.0:
             raise ConfigurationError(f"hilp cost_precision must lie in (0, 1), got {value.cost_precision}")
+        check_time_limit(value.level_time_limit, "hilp level_time_limit")
+        check_time_limit(value.options_time_limit, "hilp options_time_limit")
         return value
 
     @property
