@@ -15,7 +15,7 @@ from remat_models.errors import BudgetExceededError, ConfigurationError
 from remat_models.formulations import Extension, SolveOutcome, formulation_names, get_formulation
 from remat_models.graph import Graph
 from remat_models.heuristics.registry import HEURISTICS, run_heuristic
-from remat_models.limits import check_time_limit
+from remat_models.limits import check_count, check_time_limit
 from remat_models.optimize import approximate, solve_model
 from remat_models.schedule import Schedule, SimulationResult, input_order_peak, simulate
 from remat_models.transfer import transfer_of
@@ -158,6 +158,7 @@ def plan(
     """
     check_budget(graph, budget)  # types, range and lower bound, before anything reads the graph
     time_limit = check_time_limit(time_limit)
+    check_count(seed, "seed", minimum=0)
     if graph.impl_table is not None:  # operator implementations: see remat_models/impl_planning.py
         arguments = {key: value for key, value in locals().items() if key not in ("graph", "budget", "impls")}
         from remat_models.impl_planning import plan_default_view, supports_impls

@@ -127,6 +127,7 @@ def test_planning_status_line_follows_the_library_log() -> None:
         (("compare", EXAMPLE, "-b", "80%", "--methods", "checkmate/nosolver"), "unknown backend 'nosolver'"),
         (("solve", EXAMPLE, "-b", "80%", "-m", "auto", "--time-limit", "0"), "time limit must be"),
         (("solve", EXAMPLE, "-b", "80%", "-f", "hilp", "-O", "level_time_limit=-2"), "level_time_limit must be"),
+        (("solve", EXAMPLE, "-b", "80%", "-m", "fastsa", "--seed", "-1"), "seed must be >= 0"),
     ],
 )
 def test_bad_method_names_and_time_limits_fail_before_anything_runs(args: tuple, message: str) -> None:
