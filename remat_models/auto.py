@@ -9,7 +9,7 @@ The portfolio (:mod:`remat_models.auto_worker` runs its members) shares one dead
   ``INIT_FASTSA_NODES`` nodes it starts from FastSA's schedule if FastSA reports within ``WAIT_SHARE`` of
   the limit (else from the fast baselines), from there on from ``auto_init`` (its own short FastSA run),
   as ``remat solve -f moccasin`` would;
-- this process plans Chen's greedy meanwhile (milliseconds: the fallback).
+- this process plans Chen's greedy and the saved-set knapsack meanwhile (milliseconds: the fallbacks).
 
 Each member's schedule is simulated here as it arrives; once an exact member has proved its schedule
 optimal and FastSA's first run has reported (FastSA reorders, so it can beat an optimum of the input
@@ -108,9 +108,10 @@ def auto(
     portfolio = _Portfolio(graph, budget)
     workers = {name: Worker.start(name, graph, budget, seed, deadline, job) for name, job in jobs.items()}
     try:
-        t0 = time.perf_counter()
-        greedy = BASELINES["chen-greedy"](graph, budget)
-        portfolio.offer({"method": "chen-greedy", "schedule": greedy, "seconds": time.perf_counter() - t0})
+        for name in ("chen-greedy", "knapsack"):  # milliseconds each: the fallbacks
+            t0 = time.perf_counter()
+            schedule = BASELINES[name](graph, budget)
+            portfolio.offer({"method": name, "schedule": schedule, "seconds": time.perf_counter() - t0})
         _collect(workers, portfolio, deadline + STOP_GRACE, relay=wait > 0)
     finally:
         for worker in workers.values():
@@ -146,17 +147,25 @@ def _collect(workers: dict[str, Worker], portfolio: _Portfolio, until: float, re
 def auto_init(graph: Graph, budget: int, *, seed: int = 0, time_limit: float | None = None) -> Schedule | None:
     """The default warm start of an exact solve (``--init auto``): the cheapest fitting fast heuristic, or None.
 
-    Chen's greedy and sqrt(n) (milliseconds), and on graphs of ``INIT_FASTSA_NODES`` nodes or more a FastSA
-    run of ``INIT_FASTSA_SHARE`` of the time limit (at most 30 s). None when none fits: the solver then
-    starts as it would without a warm start (Moccasin from its staged greedy).
+    ``FAST_BASELINES`` (Chen's greedy and sqrt(n), the saved-set knapsack: milliseconds), and on graphs of
+    ``INIT_FASTSA_NODES`` nodes or more a FastSA run of ``INIT_FASTSA_SHARE`` of the time limit (at most 30 s).
+    None when none fits: the solver then starts as it would without a warm start (Moccasin from its staged greedy).
     """
     from remat_models.heuristics.registry import run_heuristic
 
-    candidates = [BASELINES["chen-greedy"](graph, budget), BASELINES["chen-sqrtn"](graph, budget)]
+    candidates = fast_baselines(graph, budget)
     if graph.n >= INIT_FASTSA_NODES:
         seconds = min(30.0, max(1.0, INIT_FASTSA_SHARE * (time_limit or AUTO_TIME_LIMIT)))
         candidates.append(run_heuristic("fastsa", graph, budget, seed=seed, time_limit=seconds)[0])
     return cheapest_fitting(graph, budget, candidates)
+
+
+FAST_BASELINES = ("chen-greedy", "chen-sqrtn", "knapsack")  # milliseconds to a second at 10k nodes
+
+
+def fast_baselines(graph: Graph, budget: int) -> list[Schedule]:
+    """The schedules of ``FAST_BASELINES``: the candidates of every warm start."""
+    return [BASELINES[name](graph, budget) for name in FAST_BASELINES]
 
 
 def cheapest_fitting(graph: Graph, budget: int, candidates: list[Schedule]) -> Schedule | None:

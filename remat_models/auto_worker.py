@@ -147,17 +147,16 @@ def _fastsa(conn: Connection, job: dict[str, Any], total: float) -> None:
 def _exact(conn: Connection, job: dict[str, Any], total: float) -> None:
     """Start as a plain exact solve would, then solve the formulations in turn, each from the best so far.
 
-    With ``wait`` (small graphs, where FastSA reports within seconds) the start is the cheapest of Chen's
+    With ``wait`` (small graphs, where FastSA reports within seconds) the start is the cheapest of the fast
     baselines and the FastSA worker's schedule; else it is ``auto_init``'s (its own short FastSA run), so
     the exact member never does worse than ``remat solve -f FORMULATION`` with the same time.
     """
-    from remat_models.auto import auto_init, cheapest_fitting
-    from remat_models.heuristics.baselines import BASELINES
+    from remat_models.auto import auto_init, cheapest_fitting, fast_baselines
     from remat_models.planner import plan
 
     graph, budget = job["graph"], job["budget"]
     if job["wait"] > 0:
-        candidates = [BASELINES["chen-greedy"](graph, budget), BASELINES["chen-sqrtn"](graph, budget)]
+        candidates = fast_baselines(graph, budget)
         if conn.poll(max(0.0, min(job["wait"], _seconds_left(job, total)))):
             candidates.append(conn.recv()["init"])
         start: Schedule | None = cheapest_fitting(graph, budget, candidates)

@@ -25,11 +25,13 @@ def test_auto_returns_the_best_member_with_a_bound() -> None:
     checked = simulate(graph, result.schedule)
     assert checked.peak <= budget
     members = result.details["portfolio"]
-    assert {m["method"] for m in members} >= {"chen-greedy", "fastsa"}
+    assert {m["method"] for m in members} >= {"chen-greedy", "knapsack", "fastsa"}
     fitting = [m["total_cost"] for m in members if m["peak"] is not None and m["peak"] <= budget]
     assert checked.total_cost == min(fitting)  # never worse than a member of the same run
     assert result.details["bound"] is None or result.details["bound"] <= checked.total_cost + 1e-6
-    worker_processes = {m["process"] for m in members if m["method"] != "chen-greedy"}
+    in_caller = {"chen-greedy", "knapsack"}  # the fallbacks, planned in this process meanwhile
+    assert {m["process"] for m in members if m["method"] in in_caller} == {os.getpid()}
+    worker_processes = {m["process"] for m in members if m["method"] not in in_caller}
     assert len(worker_processes) == 2 and os.getpid() not in worker_processes  # FastSA and the exact solve
 
 

@@ -25,9 +25,10 @@ from remat_models.heuristics.baselines import (
     chen_sqrtn_checkpoints,
     griewank,
     griewank_budget,
+    knapsack_sequences,
 )
 from remat_models.heuristics.griewank import chain_of, max_useful_slots, revolve_table
-from remat_models.heuristics.recompute import forward_mask, forward_nodes
+from remat_models.heuristics.recompute import forward_mask, forward_nodes, saved_set_sequence, sequence_schedule
 from remat_models.schedule import input_order_peak, input_order_schedule
 
 # --- graph builders -----------------------------------------------------------------------------
@@ -252,6 +253,7 @@ def test_registry_names() -> None:
         "linearized-sqrtn",
         "linearized-greedy",
         "griewank",
+        "knapsack",
     }
 
 
@@ -378,3 +380,31 @@ def test_budgeted_griewank_is_cheapest_among_slot_counts(graph: Graph, fraction:
     candidates = [griewank(graph, s) for s in range(max_useful_slots(chain_of(graph)) + 1)]
     assert_cheapest_fitting(graph, griewank_budget(graph, budget), candidates, budget)
     assert forward_mask(graph).sum() == chain_of(graph).length
+
+
+@fast
+@given(st.one_of(training_graphs(), inference_graphs()), st.floats(0.0, 1.0))
+def test_knapsack_is_cheapest_among_its_saved_sets(graph: Graph, fraction: float) -> None:
+    """Every sequence the sweep draws is valid; the choice is the cheapest fitting one; saving all costs nothing."""
+    budget = int(graph.lower_bound + fraction * (input_order_peak(graph) - graph.lower_bound))
+    candidates = [sequence_schedule(graph, sequence) for sequence in knapsack_sequences(graph)]
+    assert_cheapest_fitting(graph, BASELINES["knapsack"](graph, budget), candidates, budget)
+    if simulate(graph, checkpoint_all(graph)).fits(budget):
+        assert simulate(graph, BASELINES["knapsack"](graph, budget)).total_cost == pytest.approx(graph.total_cost)
+
+
+def test_saved_set_recomputes_each_dropped_value_once_in_the_backward_pass() -> None:
+    """A chain f0 -> f1 -> f2 -> loss with backward b2 <- b1 <- b0 reading f2, f1, f0: saving only f0 drops f1 and
+    f2 after their last forward reader; the backward recomputes f2 (from f1 recomputed from f0) once each."""
+    from remat_models.graph import Node, NodeKind
+
+    B = NodeKind.BACKWARD
+    nodes = [Node("f0", 1, 4), Node("f1", 1, 4), Node("f2", 1, 4), Node("loss", 1, 1, kind=NodeKind.LOSS)]
+    nodes += [Node("b2", 1, 4, kind=B), Node("b1", 1, 4, kind=B), Node("b0", 1, 4, kind=B)]
+    edges = [("f0", "f1"), ("f1", "f2"), ("f2", "loss"), ("loss", "b2"), ("f2", "b2"), ("b2", "b1"), ("f1", "b1")]
+    edges += [("b1", "b0"), ("f0", "b0")]
+    graph = Graph(nodes, edges)
+    sequence = [graph.names[v] for v in saved_set_sequence(graph, [graph.index["f0"]])]
+    assert sequence == ["f0", "f1", "f2", "loss", "f1", "f2", "b2", "b1", "b0"]
+    everything = saved_set_sequence(graph, forward_nodes(graph))
+    assert [graph.names[v] for v in everything] == ["f0", "f1", "f2", "loss", "b2", "b1", "b0"]

@@ -161,6 +161,38 @@ def checkpoint_sequence(
 
 
 @njit(cache=True)
+def saved_set_sequence(
+    order: np.ndarray,
+    droppable: np.ndarray,
+    last_forward_use: np.ndarray,
+    pred_ptr: np.ndarray,
+    pred_idx: np.ndarray,
+    position: np.ndarray,
+) -> np.ndarray:
+    """Compute sequence of :func:`remat_models.heuristics.recompute.saved_set_sequence`.
+
+    Nodes are ensured in input order; a ``droppable`` value is dropped right after the node
+    ``last_forward_use`` (its last reader in the forward pass; -1: none, dropped once computed), so the
+    backward pass recomputes it, once, from what is available when it first needs it.
+    """
+    n = order.size
+    available, computed, seq, work = new_state(n)
+    csr = (pred_ptr, pred_idx, position)
+    length = 0
+    for i in range(n):
+        v = order[i]
+        seq = room(seq, length, n)
+        length = ensure(v, length, available, computed, seq, work, csr)
+        for e in range(pred_ptr[v], pred_ptr[v + 1]):
+            u = pred_idx[e]
+            if droppable[u] and last_forward_use[u] == v:
+                available[u] = False
+        if droppable[v] and last_forward_use[v] == -1:
+            available[v] = False
+    return seq[:length].copy()
+
+
+@njit(cache=True)
 def greedy_checkpoints(fwd: np.ndarray, is_candidate: np.ndarray, mem: np.ndarray, segment_bytes: int) -> np.ndarray:
     """Chen's greedy: checkpoint a candidate once the forward bytes since the last checkpoint exceed the segment."""
     chosen = np.empty(fwd.size, np.int64)

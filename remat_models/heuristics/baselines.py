@@ -1,4 +1,7 @@
-"""Checkmate's baselines (Table 1, Sec. 6.1, App. B): checkpoint-all, Chen sqrt(n) and greedy, Griewank.
+"""Checkmate's baselines (Table 1, Sec. 6.1, App. B) and a saved-set knapsack (PyTorch's budget, roughly).
+
+Checkpoint-all, Chen sqrt(n) and greedy, Griewank; ``knapsack`` saves the values dearest to recompute
+per byte, as PyTorch's activation-memory budget does (:func:`knapsack_sequences`).
 
 Chen's heuristics choose a checkpoint set among candidates — articulation points of the forward
 graph ("ap") or every forward node of the input order, Checkmate's G_lin ("linearized") — and the
@@ -27,6 +30,7 @@ from remat_models.heuristics.recompute import (
     checkpoint_sequence,
     forward_mask,
     forward_nodes,
+    saved_set_sequence,
     sequence_schedule,
 )
 from remat_models.schedule import Schedule, input_order_schedule
@@ -55,6 +59,9 @@ __all__ = [
     "greedy_segment_grid",
     "griewank",
     "griewank_budget",
+    "knapsack_baseline",
+    "knapsack_order",
+    "knapsack_sequences",
     "sqrtn_baseline",
 ]
 
@@ -154,6 +161,45 @@ def chen_greedy_sweep(graph: Graph, candidates: Candidates = "linearized") -> It
     return (sequence_schedule(graph, sequence) for sequence in chen_greedy_sequences(graph, candidates))
 
 
+KNAPSACK_CAPS = 48  # saved-bytes caps swept by the knapsack baseline (linear and geometric points)
+
+
+def knapsack_order(graph: Graph) -> np.ndarray:
+    """Recomputable forward nodes by recompute cost per byte, highest first (the greedy 0/1 knapsack's order)."""
+    nodes = forward_nodes(graph)
+    nodes = nodes[graph.recomputable[nodes]]
+    per_byte = graph.cost[nodes] / np.maximum(graph.mem[nodes], 1)
+    return nodes[np.argsort(-per_byte, kind="stable")]
+
+
+def knapsack_sequences(graph: Graph) -> Iterator[np.ndarray]:
+    """Compute sequences saving the knapsack's choice under each cap of a saved-bytes grid (the rest recomputed).
+
+    Under a cap on saved bytes the greedy knapsack keeps the values that are dearest to recompute per
+    byte, a prefix of :func:`knapsack_order` (PyTorch's ``activation_memory_budget`` partitioner solves
+    this knapsack over the compute-heavy ops its min-cut would save; here every recomputable forward
+    value is a candidate and a value's own cost is its recompute cost). The other values are recomputed
+    in the backward pass, from what is available then (:func:`saved_set_sequence`), or with the kept
+    values as Chen's checkpoints, a segment at a time (:func:`checkpoint_sequence`): two sequences a cap.
+    """
+    ranked = knapsack_order(graph)
+    saved = np.cumsum(graph.mem[ranked])
+    total = int(saved[-1]) if saved.size else 0
+    caps = np.linspace(0, total, KNAPSACK_CAPS // 2)
+    if total > 0:
+        smallest = max(1.0, float(graph.mem[ranked].min()))
+        caps = np.concatenate([caps, np.geomspace(smallest, total, KNAPSACK_CAPS // 2)])
+    forward = forward_mask(graph)
+    for count in np.unique(np.searchsorted(saved, caps, side="right")).tolist():
+        yield saved_set_sequence(graph, ranked[:count], forward)
+        yield checkpoint_sequence(graph, ranked[:count], forward)
+
+
+def knapsack_baseline(graph: Graph, budget: int) -> Schedule:
+    """The cheapest fitting schedule (else the lowest peak) of :func:`knapsack_sequences`."""
+    return sequence_schedule(graph, best_sequence(graph, knapsack_sequences(graph), budget))
+
+
 def sqrtn_baseline(graph: Graph, budget: int, kinds: Sequence[CandidateKind] = CANDIDATE_KINDS) -> Schedule:
     """Best sqrt(n) schedule over the candidate kinds (cheapest within budget, else lowest peak)."""
     sequences = (checkpoint_sequence(graph, chen_sqrtn_checkpoints(candidate_nodes(graph, kind))) for kind in kinds)
@@ -175,4 +221,5 @@ BASELINES: dict[str, Callable[[Graph, int], Schedule]] = {
     "linearized-sqrtn": partial(sqrtn_baseline, kinds=("linearized",)),
     "linearized-greedy": partial(greedy_baseline, kinds=("linearized",)),
     "griewank": griewank_budget,
+    "knapsack": knapsack_baseline,
 }

@@ -56,6 +56,31 @@ def checkpoint_sequence(
     )
 
 
+def saved_set_sequence(
+    graph: Graph, saved: Iterable[int] | np.ndarray, forward: np.ndarray | None = None
+) -> np.ndarray:
+    """Compute sequence keeping the forward values ``saved`` (and the non-recomputable ones) for the backward pass.
+
+    Every other forward value is dropped after its last reader in the forward pass (the loss included)
+    and recomputed, once, from what
+    is available when the backward pass first needs it (PyTorch's saved-tensors model of recomputation).
+    """
+    forward = forward_mask(graph) if forward is None else forward
+    is_saved = np.zeros(graph.n, dtype=bool)
+    is_saved[np.fromiter(saved, dtype=np.int64)] = True
+    reads_in_forward = forward | graph.of_kind(NodeKind.LOSS)  # the loss is the forward pass's last step
+    readers = graph.edges[reads_in_forward[graph.edges[:, 1]]]
+    last_forward_use = np.full(graph.n, -1, dtype=np.int64)
+    latest = np.full(graph.n, -1, dtype=np.int64)
+    np.maximum.at(latest, readers[:, 0], graph.position[readers[:, 1]])
+    has_reader = latest >= 0
+    last_forward_use[has_reader] = graph.order[latest[has_reader]]
+    droppable = forward & ~is_saved & graph.recomputable
+    return kernels.saved_set_sequence(
+        graph.order, droppable, last_forward_use, graph.pred_ptr, graph.pred_idx, graph.position
+    )
+
+
 def checkpoint_schedule(graph: Graph, checkpoints: Iterable[int] | np.ndarray) -> Schedule:
     """Cheapest recomputation implied by a checkpoint set of forward nodes (Checkmate App. B).
 
