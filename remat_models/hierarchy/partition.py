@@ -121,14 +121,12 @@ def h_partition(graph: Graph, options: PartitionOptions | None = None) -> Partit
             model_output[v] = True
     items: list[int | Cluster] = list(fwd_nodes)
     rounds = 0
+    grads = has_backward if check_grad else None
     while _estimate_items(items) > opts.max_top:
-        round_ = _Round(graph, items, forward, has_backward if check_grad else None, model_output, opts)
-        new_items = round_.run()
+        new_items = _Round(graph, items, forward, grads, model_output, opts).run()
         rounds += 1
         if len(new_items) >= len(items):  # e.g. a mask read by every layer: no flow fits, no chain links
-            new_items = _Round(graph, items, forward, has_backward if check_grad else None, model_output, opts).run(
-                windows=True
-            )
+            new_items = _Round(graph, items, forward, grads, model_output, opts).run(windows=True)
             log.info("H-Partition: round %d merged consecutive items (%d -> %d)", rounds, len(items), len(new_items))
             if len(new_items) > WINDOW_MIN_SHRINK * len(items):  # absorbing a few stray nodes nests a level each
                 new_items = items

@@ -197,7 +197,7 @@ class HierarchicalSolver:
         seen = {(o.fwd, o.bwd) for o in options}
         for peak in np.unique(np.linspace(low, high, self.opts.nb_peak).astype(np.int64)):
             for save in np.unique(np.linspace(interface, peak, self.opts.nb_save).astype(np.int64))[::-1]:
-                if self._out_of_time() or (cluster_deadline is not None and time.perf_counter() > cluster_deadline):
+                if cluster_deadline is not None and time.perf_counter() > cluster_deadline:  # never past the deadline
                     return
                 correct = "all" if self.opts.correction == "all" else "off"
                 opts = {"integral_memory": self.integral, "save": int(save), "correction": correct}
@@ -222,9 +222,6 @@ class HierarchicalSolver:
             return None
         now = time.perf_counter()
         return now + max(0.0, self.deadline - now) / (1 + len(self.unsolved))
-
-    def _out_of_time(self) -> bool:
-        return self.deadline is not None and time.perf_counter() > self.deadline
 
     def _select(self, layers: list[LayerSpec], budget: int | None) -> list[LayerSpec]:
         """At most ``max_options`` options in all, split by |V|; farthest-point on the phantom from option 0."""
