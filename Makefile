@@ -26,7 +26,7 @@ $(STAMP): pyproject.toml Makefile
 demo: $(STAMP)
 	$(BIN)/remat graph info $(DEMO_GRAPH)
 	$(BIN)/remat compare $(DEMO_GRAPH) --budget 80% --time-limit 60 \
-		--methods checkpoint-all,chen-sqrtn,chen-greedy,fastsa,checkmate/highs,moccasin/cpsat,auto
+		--methods checkpoint-all,chen-sqrtn,chen-greedy,knapsack,fastsa,checkmate/highs,moccasin/cpsat,auto
 
 test: $(STAMP)
 	$(BIN)/ruff check remat_models tests benchmarks
