@@ -36,15 +36,20 @@ SolverOptionOption = Annotated[
 ]
 
 
-def solver_options(pairs: list[str] | None) -> dict[str, Any]:
-    """``-S NAME=VALUE`` pairs as a mapping (values parsed as numbers or booleans where they read as one)."""
+def parse_pairs(pairs: list[str] | None, flag: str, shape: str = "key=value") -> dict[str, Any]:
+    """``key=value`` arguments of ``flag`` as a mapping (values parsed as numbers or booleans where they read so)."""
     options: dict[str, Any] = {}
     for pair in pairs or []:
         key, equals, value = pair.partition("=")
         if not equals or not key.strip():
-            raise ConfigurationError(f"--solver-option takes NAME=VALUE, got {pair!r}")
+            raise ConfigurationError(f"{flag} takes {shape}, got {pair!r}")
         options[key.strip()] = parse_value(value.strip())
     return options
+
+
+def solver_options(pairs: list[str] | None) -> dict[str, Any]:
+    """``-S NAME=VALUE`` pairs as a mapping."""
+    return parse_pairs(pairs, "--solver-option", "NAME=VALUE")
 
 
 def option_names(formulation: str, approx: str | None = None) -> list[str]:
@@ -66,12 +71,9 @@ def collect_options(
     """
     given = {flag: (name, value) for flag, (name, value) in flags.items() if value is not None}
     options = {name: value for name, value in given.values()}
-    for pair in pairs or []:
-        key, equals, value = pair.partition("=")
-        if not equals or not key.strip():
-            raise ConfigurationError(f"-O takes key=value, got {pair!r}")
-        options[key.strip()] = parse_value(value.strip())
-        given[f"-O {key.strip()}"] = (key.strip(), options[key.strip()])
+    for key, value in parse_pairs(pairs, "-O").items():
+        options[key] = value
+        given[f"-O {key}"] = (key, value)
     if not options:
         return options
     if formulation is None:

@@ -26,10 +26,9 @@ T = TypeVar("T")
 
 def forward_mask(graph: Graph) -> np.ndarray:
     """Forward nodes as a boolean mask; every node counts as forward if there is no backward/loss node."""
-    kinds = set(graph.kind)
-    if NodeKind.BACKWARD not in kinds and NodeKind.LOSS not in kinds:
+    if not graph.of_kind(NodeKind.BACKWARD, NodeKind.LOSS).any():
         return np.ones(graph.n, dtype=bool)
-    return np.fromiter(map(NodeKind.FORWARD.__eq__, graph.kind), dtype=bool, count=graph.n)
+    return graph.of_kind(NodeKind.FORWARD)
 
 
 def forward_nodes(graph: Graph) -> np.ndarray:
@@ -62,8 +61,8 @@ def saved_set_sequence(
     """Compute sequence keeping the forward values ``saved`` (and the non-recomputable ones) for the backward pass.
 
     Every other forward value is dropped after its last reader in the forward pass (the loss included)
-    and recomputed, once, from what
-    is available when the backward pass first needs it (PyTorch's saved-tensors model of recomputation).
+    and recomputed, once, from what is available when the backward pass first needs it (PyTorch's
+    saved-tensors model of recomputation).
     """
     forward = forward_mask(graph) if forward is None else forward
     is_saved = np.zeros(graph.n, dtype=bool)
