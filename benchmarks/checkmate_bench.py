@@ -15,11 +15,11 @@ import time
 from pathlib import Path
 
 from remat_models.backends import SolveLimits
+from remat_models.core.schedule import input_order_peak, simulate
 from remat_models.errors import RematError
-from remat_models.formulations.checkmate_rounding import lp_rounding
+from remat_models.formulations.checkmate.rounding import lp_rounding
+from remat_models.formulations.solving import solve_model
 from remat_models.io import read_graph
-from remat_models.optimize import solve_model
-from remat_models.schedule import input_order_peak, simulate
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 GRAPHS = "vgg16_train.json,cm1_fcn8_vgg_train.json,rl_g1_n100.json"

@@ -22,12 +22,12 @@ import numpy as np
 import torch
 
 import remat_models.torch as rt
-from remat_models.budget import parse_budget
-from remat_models.heuristics.paging import page_idle_values
-from remat_models.planner import plan
-from remat_models.schedule import input_order_schedule, simulate
+from remat_models.core.budget import parse_budget
+from remat_models.core.schedule import input_order_schedule, simulate
+from remat_models.core.transfer import TransferModel
+from remat_models.heuristics.idle_offload import page_idle_values
+from remat_models.planning.plan import plan
 from remat_models.torch.api import fixed_tensors
-from remat_models.transfer import TransferModel
 
 MODELS = Path(__file__).resolve().parents[1] / "examples" / "models.py"
 TRANSFER = TransferModel(out_bw=1e6, in_bw=1e6, host_capacity=1 << 34)

@@ -22,13 +22,13 @@ from pathlib import Path
 
 import numpy as np
 
+from remat_models.core.schedule import input_order_peak
 from remat_models.heuristics.fastsa import FastSAOptions, fastsa, warmup
 from remat_models.heuristics.fastsa import _kernels as kernels
 from remat_models.heuristics.fastsa.grouping import plain_units
 from remat_models.heuristics.fastsa.solver import _Stage
 from remat_models.heuristics.fastsa.state import SAState
 from remat_models.io import read_graph
-from remat_models.schedule import input_order_peak
 
 SHARED = Path(os.environ.get("REMAT_SHARED", Path(__file__).resolve().parents[2] / "shared"))
 TABLE_GRAPHS = [

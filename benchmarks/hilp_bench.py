@@ -22,11 +22,11 @@ import sys
 import time
 from pathlib import Path
 
+from remat_models.core.schedule import input_order_peak
 from remat_models.errors import RematError
 from remat_models.io import read_graph
 from remat_models.io.generators import transformer
-from remat_models.planner import plan
-from remat_models.schedule import input_order_peak
+from remat_models.planning.plan import plan
 
 DEFAULT_GRAPHS = "transformer:2,transformer:4,transformer:8,transformer:24,transformer:48,cm1_fcn8_vgg_train"
 DEFAULT_METHODS = "hilp/highs,checkmate/highs,moccasin/cpsat,fastsa"

@@ -23,12 +23,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from remat_models.batch import BatchScaling
-from remat_models.budget import parse_size
+from remat_models.core.batch import BatchScaling
+from remat_models.core.budget import parse_size
+from remat_models.core.graph import Graph
 from remat_models.errors import RematError
-from remat_models.graph import Graph
 from remat_models.io import read_graph
-from remat_models.maxbatch import max_batch
+from remat_models.planning.maxbatch import max_batch
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("REMAT_SHARED", ROOT.parent / "shared"))

@@ -14,9 +14,9 @@ import os
 import time
 from pathlib import Path
 
-from remat_models.formulations.moccasin import solve_moccasin
+from remat_models.core.schedule import input_order_peak
+from remat_models.formulations.moccasin.formulation import solve_moccasin
 from remat_models.io.files import read_graph
-from remat_models.schedule import input_order_peak
 
 SHARED = Path(os.environ.get("REMAT_SHARED", Path(__file__).resolve().parents[2] / "shared"))
 GRAPHS = [

@@ -20,11 +20,11 @@ from pathlib import Path
 
 import numpy as np
 
-from remat_models.budget import parse_budget
-from remat_models.graph import Graph, NodeKind
-from remat_models.impls import Impl, with_impls
+from remat_models.core.budget import parse_budget
+from remat_models.core.graph import Graph, NodeKind
+from remat_models.core.impls import Impl, with_impls
 from remat_models.io import read_graph
-from remat_models.planner import plan
+from remat_models.planning.plan import plan
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "graphs"

@@ -15,12 +15,12 @@ import json
 import time
 from pathlib import Path
 
+from remat_models.core.schedule import input_order_peak
+from remat_models.core.transfer import TransferModel
 from remat_models.errors import BudgetInfeasibleError, RematError
 from remat_models.extensions import Paging
 from remat_models.io import read_graph
-from remat_models.planner import plan
-from remat_models.schedule import input_order_peak
-from remat_models.transfer import TransferModel
+from remat_models.planning.plan import plan
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "graphs"
 

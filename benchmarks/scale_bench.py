@@ -57,8 +57,8 @@ def run_method(method: str, graph, budget: int, time_limit: float):
 
 def child(spec: str, method: str, fraction: float, repeats: int, time_limit: float) -> dict:
     """Measure one (graph, method) in this process."""
+    from remat_models.core.schedule import input_order_peak, simulate
     from remat_models.errors import GraphError
-    from remat_models.schedule import input_order_peak, simulate
 
     graph = build_graph(spec)
     budget = int(fraction * input_order_peak(graph))

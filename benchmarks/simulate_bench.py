@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from remat_models.core.schedule import eager_frees, simulate
 from remat_models.io import read_graph
-from remat_models.schedule import eager_frees, simulate
 
 DEFAULT_GRAPHS = Path(os.environ.get("REMAT_SHARED", Path(__file__).resolve().parents[2] / "shared")) / "graphs"
 

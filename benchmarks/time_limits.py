@@ -60,7 +60,8 @@ def solve_args(method: str, limit: float) -> list[str]:
 
 def run(graph: Path, method: str, budget: str, limit: float, out: Path) -> tuple[float, int, int, str]:
     """(wall seconds, exit status, peak RSS KiB, last stderr line) of one ``remat solve`` (killed at 3 limit + 60 s)."""
-    command = [sys.executable, "-m", "remat_models.cli", "solve", str(graph), "-b", budget, *solve_args(method, limit)]
+    command = [sys.executable, "-m", "remat_models.cli.app", "solve", str(graph), "-b", budget]
+    command += solve_args(method, limit)
     command += ["-o", str(out)]
     started = time.perf_counter()
     errors = out.with_suffix(".stderr")
@@ -81,9 +82,9 @@ def outcome(graph: Path, schedule: Path, budget: str) -> str:
     """``fits, TDI x %`` / ``over budget`` / ``no schedule`` for the schedule written."""
     if not schedule.exists():
         return "no schedule"
-    from remat_models.budget import parse_budget
+    from remat_models.core.budget import parse_budget
+    from remat_models.core.schedule import simulate
     from remat_models.io import read_graph, read_schedule
-    from remat_models.schedule import simulate
 
     g = read_graph(graph)
     result = simulate(g, read_schedule(schedule, g))

@@ -1,5 +1,18 @@
 """remat_models: tensor rematerialization planning (formulations, solvers, heuristics, simulator)."""
 
+from remat_models.core.graph import Graph, Node, NodeKind
+from remat_models.core.schedule import (
+    Compute,
+    Free,
+    FreeHost,
+    Offload,
+    Prefetch,
+    Schedule,
+    SimulationResult,
+    eager_frees,
+    simulate,
+)
+from remat_models.core.transfer import TransferModel
 from remat_models.errors import (
     BackendUnavailableError,
     BudgetError,
@@ -12,19 +25,6 @@ from remat_models.errors import (
     SolverError,
     UnsupportedConstructError,
 )
-from remat_models.graph import Graph, Node, NodeKind
-from remat_models.schedule import (
-    Compute,
-    Free,
-    FreeHost,
-    Offload,
-    Prefetch,
-    Schedule,
-    SimulationResult,
-    eager_frees,
-    simulate,
-)
-from remat_models.transfer import TransferModel
 
 __version__ = "0.1.0"
 

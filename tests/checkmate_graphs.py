@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from remat_models.graph import Graph, Node
+from remat_models.core.graph import Graph, Node
 from remat_models.io import linear_chain, random_layered
 
 
@@ -61,7 +61,7 @@ def tiny_graphs() -> list[Graph]:
 
 def budgets(graph: Graph, count: int = 4) -> list[int]:
     """``count`` budgets spread from the lower bound to the input-order peak."""
-    from remat_models.schedule import input_order_peak
+    from remat_models.core.schedule import input_order_peak
 
     low, high = graph.lower_bound, input_order_peak(graph)
     return sorted({int(b) for b in np.linspace(low, high, count)})

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from remat_models.graph import Graph, Node, NodeKind
-from remat_models.impls import Impl, with_impls
+from remat_models.core.graph import Graph, Node, NodeKind
+from remat_models.core.impls import Impl, with_impls
 
 F, L, B = NodeKind.FORWARD, NodeKind.LOSS, NodeKind.BACKWARD
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from remat_models.graph import Graph, Node
-from remat_models.transfer import TransferModel
+from remat_models.core.graph import Graph, Node
+from remat_models.core.transfer import TransferModel
 
 
 def c1_graph() -> Graph:

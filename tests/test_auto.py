@@ -9,11 +9,11 @@ import sys
 import pytest
 from checkmate_graphs import budgets, tiny_unet
 
-from remat_models.auto import auto_init
+from remat_models.core.schedule import input_order_peak, simulate
 from remat_models.heuristics.baselines import BASELINES
 from remat_models.io import write_graph
-from remat_models.planner import PlanStatus, parse_method_name, plan
-from remat_models.schedule import input_order_peak, simulate
+from remat_models.planning.plan import PlanStatus, parse_method_name, plan
+from remat_models.planning.portfolio import auto_init
 
 
 def test_auto_returns_the_best_member_with_a_bound() -> None:
@@ -43,7 +43,7 @@ def test_auto_from_a_script_without_a_main_guard_returns_within_its_limit(tmp_pa
     script = tmp_path / "plan_it.py"
     script.write_text(
         "from remat_models.io import read_graph\n"
-        "from remat_models.planner import plan\n"
+        "from remat_models.planning.plan import plan\n"
         f"graph = read_graph({str(path)!r})\n"
         f"result = plan(graph, {budgets(graph)[0]}, 'auto', time_limit=10)\n"
         "print('RESULT', result.status.value, result.simulation.peak, len(result.details['portfolio']))\n"

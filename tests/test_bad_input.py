@@ -11,15 +11,15 @@ import pytest
 from typer.testing import CliRunner
 
 from remat_models.backends import SolveLimits
-from remat_models.budget import check_budget, parse_budget, parse_size
-from remat_models.cli import app
+from remat_models.cli.app import app
+from remat_models.core.budget import check_budget, parse_budget, parse_size
+from remat_models.core.graph import Graph
+from remat_models.core.limits import MAX_BYTES
+from remat_models.core.schedule import Compute, simulate
 from remat_models.errors import BudgetError, ConfigurationError, GraphError, InputTypeError, RematError
-from remat_models.graph import Graph
 from remat_models.heuristics.fastsa import fastsa
 from remat_models.io import graph_to_dict, linear_chain, read_graph
-from remat_models.limits import MAX_BYTES
-from remat_models.planner import plan
-from remat_models.schedule import Compute, simulate
+from remat_models.planning.plan import plan
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from remat_models import Compute, Free, Graph, GraphError, Schedule, simulate
+from remat_models.core.schedule import input_order_peak, input_order_schedule
 from remat_models.heuristics.baselines import (
     BASELINES,
     articulation_candidates,
@@ -29,7 +30,6 @@ from remat_models.heuristics.baselines import (
 )
 from remat_models.heuristics.griewank import chain_of, max_useful_slots, revolve_table
 from remat_models.heuristics.recompute import forward_mask, forward_nodes, saved_set_sequence, sequence_schedule
-from remat_models.schedule import input_order_peak, input_order_schedule
 
 # --- graph builders -----------------------------------------------------------------------------
 
@@ -396,7 +396,7 @@ def test_knapsack_is_cheapest_among_its_saved_sets(graph: Graph, fraction: float
 def test_saved_set_recomputes_each_dropped_value_once_in_the_backward_pass() -> None:
     """A chain f0 -> f1 -> f2 -> loss with backward b2 <- b1 <- b0 reading f2, f1, f0: saving only f0 drops f1 and
     f2 after their last forward reader; the backward recomputes f2 (from f1 recomputed from f0) once each."""
-    from remat_models.graph import Node, NodeKind
+    from remat_models.core.graph import Node, NodeKind
 
     B = NodeKind.BACKWARD
     nodes = [Node("f0", 1, 4), Node("f1", 1, 4), Node("f2", 1, 4), Node("loss", 1, 1, kind=NodeKind.LOSS)]

@@ -1,16 +1,16 @@
-"""Batch scaling (remat_models/batch.py): affine memory in the batch, limits, the cost cap (spec B.2, D B5)."""
+"""Batch scaling (remat_models/core/batch.py): affine memory in the batch, limits, the cost cap (spec B.2, D B5)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from remat_models.batch import BatchScaling, cost_cap, lower_bound_limit, schedule_limit, within_cap
+from remat_models.core.batch import BatchScaling, cost_cap, lower_bound_limit, schedule_limit, within_cap
+from remat_models.core.graph import Graph, NodeKind
+from remat_models.core.schedule import input_order_schedule, simulate
 from remat_models.errors import ConfigurationError, GraphError
-from remat_models.graph import Graph, NodeKind
 from remat_models.io import read_graph
 from remat_models.io.generators import linear_chain
-from remat_models.schedule import input_order_schedule, simulate
 
 M16 = 16 * 10**9
 

@@ -23,11 +23,11 @@ from remat_models.bench.reference import load_reference
 from remat_models.bench.report import build_tables, write_report
 from remat_models.bench.store import ResultStore, finished_ids, read_records
 from remat_models.bench.sweep import expand, load_sweep, sweep_from_options
-from remat_models.cli_bench import bench_app
+from remat_models.cli.bench import bench_app
+from remat_models.core.schedule import simulate
 from remat_models.errors import ConfigurationError, GraphError, RematError
 from remat_models.io import linear_chain, read_schedule, write_graph
-from remat_models.planner import PlanResult, plan
-from remat_models.schedule import simulate
+from remat_models.planning.plan import PlanResult, plan
 
 PLUGIN = f"{Path(__file__).resolve()}"
 

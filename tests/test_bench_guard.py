@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from remat_models.bench.executors import run_sweep
 from remat_models.bench.methods import method_from_mapping
 from remat_models.bench.sweep import expand, load_sweep, sweep_from_options
-from remat_models.cli_bench import bench_app
+from remat_models.cli.bench import bench_app
 from remat_models.errors import ConfigurationError, OutputError
 from remat_models.io import linear_chain, write_graph
 
@@ -60,7 +60,7 @@ def _wait_for(condition: object, seconds: float) -> bool:
 def test_a_killed_sweep_leaves_no_run_behind_and_a_second_sweep_is_refused(chain: Path, tmp_path: Path) -> None:
     results = tmp_path / "r.jsonl"
     options = ["-g", str(chain), "-b", "0.9", "-m", HANG, "-o", str(results), "--time-limit", "30", "--grace", "30"]
-    sweep = subprocess.Popen([sys.executable, "-m", "remat_models.cli", "bench", "run", *options])
+    sweep = subprocess.Popen([sys.executable, "-m", "remat_models.cli.app", "bench", "run", *options])
     try:
         assert _wait_for(lambda: _children(sweep.pid), 60), "the sweep started no run"
         (child,) = _children(sweep.pid)

@@ -1,8 +1,8 @@
 import pytest
 
 from remat_models import BudgetError, BudgetInfeasibleError, Graph, Node
-from remat_models.budget import check_budget, parse_budget, parse_size
-from remat_models.schedule import input_order_peak
+from remat_models.core.budget import check_budget, parse_budget, parse_size
+from remat_models.core.schedule import input_order_peak
 
 
 @pytest.fixture

@@ -7,15 +7,15 @@ import pytest
 from checkmate_graphs import budgets, diamond, random_dag, tiny_graphs, tiny_unet
 
 from remat_models.backends import SolveLimits, SolveStatus, get_backend
+from remat_models.core.schedule import input_order_peak, input_order_schedule, simulate
 from remat_models.errors import BudgetInfeasibleError, ConfigurationError, GraphError
-from remat_models.exhaustive import exhaustive_optimum
 from remat_models.formulations import get_formulation
-from remat_models.formulations.checkmate import CHECKMATE
+from remat_models.formulations.checkmate.formulation import CHECKMATE
+from remat_models.formulations.solving import solve_model
 from remat_models.heuristics.baselines import BASELINES
+from remat_models.heuristics.exhaustive import exhaustive_optimum
 from remat_models.io import linear_chain, random_layered
-from remat_models.optimize import solve_model
-from remat_models.planner import PlanStatus, plan
-from remat_models.schedule import input_order_peak, input_order_schedule, simulate
+from remat_models.planning.plan import PlanStatus, plan
 
 LIMITS = SolveLimits(time_limit=60)
 

@@ -12,10 +12,10 @@ from checkmate_graphs import random_dag, tiny_unet
 
 from remat_models.backends import SolveLimits, SolveStatus, available
 from remat_models.backends.export import export
-from remat_models.formulations.checkmate import CHECKMATE
+from remat_models.core.schedule import simulate
+from remat_models.formulations.checkmate.formulation import CHECKMATE
+from remat_models.formulations.solving import build_for_backend, solve_model
 from remat_models.io import linear_chain, random_layered
-from remat_models.optimize import build_for_backend, solve_model
-from remat_models.schedule import simulate
 
 LIMITS = SolveLimits(time_limit=60)
 # chains, a U-Net-like graph, random DAGs of 8-15 nodes, at budgets that force recomputation

@@ -9,9 +9,9 @@ import highspy
 import pytest
 from test_cli import EXAMPLE, remat
 
+from remat_models.core.schedule import simulate
 from remat_models.io import read_graph, read_schedule, write_graph
 from remat_models.io.generators import linear_chain
-from remat_models.schedule import simulate
 
 
 @pytest.fixture

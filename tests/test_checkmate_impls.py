@@ -16,10 +16,10 @@ from impl_graphs import (
 )
 
 from remat_models.backends import SolveLimits, available
-from remat_models.exhaustive import exhaustive_optimum
-from remat_models.formulations.checkmate_impls import CHECKMATE_IMPLS
-from remat_models.optimize import solve_model
-from remat_models.schedule import input_order_peak, simulate
+from remat_models.core.schedule import input_order_peak, simulate
+from remat_models.formulations.checkmate.impls import CHECKMATE_IMPLS
+from remat_models.formulations.solving import solve_model
+from remat_models.heuristics.exhaustive import exhaustive_optimum
 
 LIMITS = SolveLimits(time_limit=30)
 

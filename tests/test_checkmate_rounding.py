@@ -7,13 +7,13 @@ import pytest
 from checkmate_graphs import random_dag, tiny_unet
 
 from remat_models.backends import SolveLimits, SolveStatus
+from remat_models.core.schedule import input_order_peak, simulate
 from remat_models.errors import ConfigurationError
-from remat_models.formulations.checkmate_rounding import lp_rounding
+from remat_models.formulations.checkmate.rounding import lp_rounding
+from remat_models.formulations.solving import solve_model
 from remat_models.heuristics.rounding import complete_stages, round_schedule
 from remat_models.io import linear_chain, random_layered
-from remat_models.optimize import solve_model
-from remat_models.planner import PlanStatus, plan
-from remat_models.schedule import input_order_peak, simulate
+from remat_models.planning.plan import PlanStatus, plan
 
 LIMITS = SolveLimits(time_limit=60)
 

@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
+from remat_models.core.schedule import input_order_peak, simulate
 from remat_models.io import read_graph, read_schedule
-from remat_models.schedule import input_order_peak, simulate
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "graphs" / "unet_train.json"
 
 
 def remat(*args: str | Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "remat_models.cli", *map(str, args)],
+        [sys.executable, "-m", "remat_models.cli.app", *map(str, args)],
         capture_output=True,
         text=True,
         env={"COLUMNS": "200", "PATH": ""},
@@ -107,11 +107,11 @@ def test_planning_status_line_follows_the_library_log() -> None:
 
     from rich.console import Console
 
-    from remat_models.console import planning_status
+    from remat_models.cli.console import planning_status
 
     sink = io.StringIO()
     console = Console(file=sink, force_terminal=True, width=200)
-    logger = logging.getLogger("remat_models.planner")
+    logger = logging.getLogger("remat_models.planning.plan")
     before = logging.getLogger("remat_models").level
     with planning_status(console, "planning g"):
         logger.info("building the model of g")

@@ -12,10 +12,10 @@ from model_suite import SUITE, mixed_continuous
 
 from remat_models.backends import available, get_backend
 from remat_models.backends.base import SolveLimits, SolveStatus
+from remat_models.core.schedule import simulate
 from remat_models.errors import BackendUnavailableError, ConfigurationError, UnsupportedConstructError
 from remat_models.model import Model
-from remat_models.planner import PlanStatus, plan
-from remat_models.schedule import simulate
+from remat_models.planning.plan import PlanStatus, plan
 
 pytestmark = pytest.mark.skipif("cvxpy" not in available(), reason="cvxpy (with a MILP solver) is not installed")
 
@@ -103,7 +103,7 @@ def test_available_says_what_is_missing_and_how_to_install_it() -> None:
     from typer.testing import CliRunner
 
     from remat_models.backends import register
-    from remat_models.cli import app
+    from remat_models.cli.app import app
 
     register("absent", f"{__name__}:AbsentBackend")
     found = available()

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from checkmate_graphs import budgets, tiny_graphs
 
+from remat_models.core.schedule import input_order_peak, simulate
 from remat_models.errors import ConfigurationError
-from remat_models.exhaustive import exhaustive_optimum
+from remat_models.heuristics.exhaustive import exhaustive_optimum
 from remat_models.io import linear_chain
-from remat_models.schedule import input_order_peak, simulate
 
 
 @pytest.mark.parametrize("graph", tiny_graphs(), ids=lambda g: g.name)

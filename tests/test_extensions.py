@@ -13,14 +13,14 @@ import numpy as np
 import pytest
 
 from remat_models.backends import SolveLimits, available
+from remat_models.core.schedule import simulate
 from remat_models.errors import ConfigurationError, ModelTooLargeError, SolverError
+from remat_models.extensions.registry import make_extension
 from remat_models.formulations import get_formulation
-from remat_models.formulations.extensions import make_extension
+from remat_models.formulations.solving import build_for_backend, solve_model
 from remat_models.io import linear_chain, write_graph
 from remat_models.model import Model
-from remat_models.optimize import build_for_backend, solve_model
-from remat_models.planner import PlanStatus, parse_method_name, plan
-from remat_models.schedule import simulate
+from remat_models.planning.plan import PlanStatus, parse_method_name, plan
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "compute_cap.py"
@@ -239,7 +239,7 @@ def test_extension_specs_parse_values() -> None:
 
 def _remat(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "remat_models.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=300
+        [sys.executable, "-m", "remat_models.cli.app", *args], capture_output=True, text=True, cwd=cwd, timeout=300
     )
 
 

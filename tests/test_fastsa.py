@@ -6,13 +6,13 @@ from itertools import pairwise
 import numpy as np
 import pytest
 
+from remat_models.core.graph import Graph
+from remat_models.core.schedule import Compute, Schedule, eager_frees, input_order_peak, simulate
 from remat_models.errors import ConfigurationError
-from remat_models.graph import Graph
 from remat_models.heuristics.fastsa import fastsa, fastsa_schedule
 from remat_models.heuristics.fastsa.grouping import group_nodes, intermediate_memory, plain_units
 from remat_models.heuristics.fastsa.state import SAState
 from remat_models.io import linear_chain, random_layered
-from remat_models.schedule import Compute, Schedule, eager_frees, input_order_peak, simulate
 
 FEW = (3000, 3000)
 

@@ -3,12 +3,12 @@
 import pytest
 from test_cli import remat
 
-from remat_models.budget import parse_budget
+from remat_models.core.budget import parse_budget
+from remat_models.core.schedule import simulate
 from remat_models.heuristics.fastsa import fastsa
 from remat_models.io import read_schedule, write_graph
 from remat_models.io.generators import random_layered
-from remat_models.planner import PlanStatus, plan
-from remat_models.schedule import simulate
+from remat_models.planning.plan import PlanStatus, plan
 
 
 @pytest.mark.parametrize(

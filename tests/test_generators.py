@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from remat_models.core.graph import Graph, NodeKind
+from remat_models.core.schedule import eager_frees, simulate
 from remat_models.errors import ConfigurationError
-from remat_models.graph import Graph, NodeKind
 from remat_models.io import (
     GENERATORS,
     describe_generators,
@@ -18,7 +19,6 @@ from remat_models.io import (
     transformer,
     unet,
 )
-from remat_models.schedule import eager_frees, simulate
 
 
 def to_networkx(graph: Graph) -> nx.DiGraph:

@@ -6,15 +6,15 @@ import pytest
 from checkmate_graphs import budgets, random_dag, tiny_graphs, tiny_unet
 
 from remat_models.backends import SolveLimits, SolveStatus, available, get_backend
+from remat_models.core.schedule import input_order_peak, input_order_schedule, simulate
 from remat_models.errors import RematError
-from remat_models.exhaustive import exhaustive_optimum
-from remat_models.formulations.checkmate import CHECKMATE
-from remat_models.formulations.hilp import HILP
+from remat_models.formulations.checkmate.formulation import CHECKMATE
+from remat_models.formulations.hilp.formulation import HILP
+from remat_models.heuristics.exhaustive import exhaustive_optimum
 from remat_models.heuristics.griewank import griewank_budget
 from remat_models.io import linear_chain, random_layered
 from remat_models.model import constructs
 from remat_models.model.lowering import estimate, lower
-from remat_models.schedule import input_order_peak, input_order_schedule, simulate
 
 LIMITS = SolveLimits(time_limit=60)
 FLAT = {"partition": False}

@@ -6,11 +6,11 @@ import networkx as nx
 import numpy as np
 import pytest
 
+from remat_models.core.graph import Graph, Node, NodeKind
 from remat_models.errors import ConfigurationError, GraphError
-from remat_models.graph import Graph, Node, NodeKind
-from remat_models.hierarchy.layers import forward_mask, layer_members, pair_layers
-from remat_models.hierarchy.local import local_graph
-from remat_models.hierarchy.partition import Cluster, PartitionOptions, h_partition
+from remat_models.formulations.hilp.layers import forward_mask, layer_members, pair_layers
+from remat_models.formulations.hilp.local import local_graph
+from remat_models.formulations.hilp.partition import Cluster, PartitionOptions, h_partition
 from remat_models.io import linear_chain, random_layered, read_graph, transformer, unet
 
 

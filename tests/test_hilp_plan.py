@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from test_cli import remat
 
+from remat_models.core.schedule import simulate
 from remat_models.errors import ConfigurationError
 from remat_models.io import read_schedule, write_graph
 from remat_models.io.generators import linear_chain
-from remat_models.planner import plan
-from remat_models.schedule import simulate
+from remat_models.planning.plan import plan
 
 CHAIN_OPTIONS = {"partition": {"max_leaf": 4, "max_top": 8}, "nb_peak": 2, "nb_save": 2}
 

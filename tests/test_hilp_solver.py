@@ -7,16 +7,16 @@ import pytest
 from checkmate_graphs import tiny_unet
 
 from remat_models.backends import SolveStatus
+from remat_models.core.graph import Graph
+from remat_models.core.schedule import Compute, eager_frees, input_order_peak, simulate
 from remat_models.errors import BudgetInfeasibleError
-from remat_models.exhaustive import exhaustive_optimum
-from remat_models.graph import Graph
-from remat_models.hierarchy.layers import layer_members, pair_layers
-from remat_models.hierarchy.local import local_graph
-from remat_models.hierarchy.options import base_options
-from remat_models.hierarchy.partition import Cluster
-from remat_models.hierarchy.solver import HierarchicalSolver, solve_hierarchical
+from remat_models.formulations.hilp.alternatives import base_options
+from remat_models.formulations.hilp.layers import layer_members, pair_layers
+from remat_models.formulations.hilp.local import local_graph
+from remat_models.formulations.hilp.partition import Cluster
+from remat_models.formulations.hilp.solver import HierarchicalSolver, solve_hierarchical
+from remat_models.heuristics.exhaustive import exhaustive_optimum
 from remat_models.io import linear_chain, unet
-from remat_models.schedule import Compute, eager_frees, input_order_peak, simulate
 
 CHAIN = {"max_leaf": 4, "max_top": 8, "nb_peak": 2, "nb_save": 2}
 

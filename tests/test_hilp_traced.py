@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 
 from remat_models.backends import SolveLimits
-from remat_models.graph import Graph, Node, NodeKind
-from remat_models.hierarchy.backward import backward_sets
-from remat_models.hierarchy.layers import layer_members, pair_layers
-from remat_models.hierarchy.partition import Cluster, Partition, PartitionOptions, h_partition
-from remat_models.hierarchy.solver import solve_hierarchical
+from remat_models.core.graph import Graph, Node, NodeKind
+from remat_models.core.schedule import input_order_peak, simulate
+from remat_models.formulations.hilp.backward import backward_sets
+from remat_models.formulations.hilp.layers import layer_members, pair_layers
+from remat_models.formulations.hilp.partition import Cluster, Partition, PartitionOptions, h_partition
+from remat_models.formulations.hilp.solver import solve_hierarchical
 from remat_models.io import transformer
-from remat_models.schedule import input_order_peak, simulate
 
 B = NodeKind.BACKWARD
 

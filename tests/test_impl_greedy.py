@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 from impl_graphs import A4_OPTIMA, a4_conv, random_impl_training
 
+from remat_models.core.schedule import input_order_schedule, lift_schedule, simulate
 from remat_models.heuristics.impl_greedy import greedy_impls
-from remat_models.impls import lift_schedule
-from remat_models.schedule import input_order_schedule, simulate
 
 
 def default_plan(graph):

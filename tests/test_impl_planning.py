@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from impl_graphs import a2_mask, a4_conv
 
-from remat_models.planner import PlanStatus, plan
-from remat_models.schedule import input_order_peak
+from remat_models.core.schedule import input_order_peak
+from remat_models.planning.plan import PlanStatus, plan
 
 
 def test_planner_runs_other_methods_on_the_default_view() -> None:
@@ -26,16 +26,16 @@ def test_cli_solves_with_monet_and_writes_impl_names(tmp_path) -> None:
     import subprocess
     import sys
 
+    from remat_models.core.schedule import simulate
     from remat_models.io import read_schedule
     from remat_models.io.files import write_json_atomic
     from remat_models.io.graph_json import graph_to_dict
-    from remat_models.schedule import simulate
 
     graph_path, plan_path = tmp_path / "a2.json", tmp_path / "plan.json"
     write_json_atomic(graph_path, graph_to_dict(a2_mask()))
 
     def remat(*args: object) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, "-m", "remat_models.cli", *map(str, args)]
+        command = [sys.executable, "-m", "remat_models.cli.app", *map(str, args)]
         return subprocess.run(command, capture_output=True, text=True, env={"COLUMNS": "200", "PATH": ""}, check=False)
 
     run = remat("solve", graph_path, "--budget", "9", "-f", "monet", "-O", "tags=intermediate", "--out", plan_path)

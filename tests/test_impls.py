@@ -7,14 +7,14 @@ import json
 import pytest
 from impl_graphs import A1_OPTIMA, A2_OPTIMA, A3_OPTIMA, A4_OPTIMA, a1_inplace, a2_mask, a3_inplace_output, a4_conv
 
+from remat_models.core.graph import Graph, Node
+from remat_models.core.impls import Impl, with_impls
+from remat_models.core.schedule import Compute, Free, eager_frees, input_order_schedule, lift_schedule, simulate
 from remat_models.errors import GraphError, InvalidScheduleError
-from remat_models.exhaustive import exhaustive_optimum
-from remat_models.graph import Graph, Node
-from remat_models.impls import Impl, lift_schedule, with_impls
+from remat_models.heuristics.exhaustive import exhaustive_optimum
 from remat_models.io.graph_json import graph_from_dict, graph_to_dict
 from remat_models.io.node_link import from_node_link, to_node_link
 from remat_models.io.schedule_json import schedule_from_dict, schedule_to_dict
-from remat_models.schedule import Compute, Free, eager_frees, input_order_schedule, simulate
 
 
 def test_graph_fields_hash_and_default_view() -> None:

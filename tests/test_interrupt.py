@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from remat_models.backends import available
-from remat_models.budget import parse_budget
+from remat_models.core.budget import parse_budget
+from remat_models.core.schedule import simulate
 from remat_models.io import read_graph, read_schedule
-from remat_models.schedule import simulate
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "graphs" / "unet_train.json"
 READY = "Ctrl-C stops it"  # logged (with -v) once the solver runs in its worker thread
@@ -31,7 +31,7 @@ def test_sigint_keeps_the_incumbent_and_says_interrupted(tmp_path: Path, formula
     args = ["-v", "solve", str(EXAMPLE), "-b", "60%", "-f", formulation, "--backend", backend]
     args += ["--init", "chen-greedy", "--time-limit", "600", "-o", str(out)]
     solve = subprocess.Popen(
-        [sys.executable, "-m", "remat_models.cli", *args],
+        [sys.executable, "-m", "remat_models.cli.app", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -118,7 +118,7 @@ def test_sigint_in_moccasin_phase_one_skips_phase_two(tmp_path: Path) -> None:
     out = tmp_path / "plan.json"
     args = ["-v", "solve", str(EXAMPLE), "-b", "50%", "-f", "moccasin", "--backend", "cpsat", "--time-limit", "600"]
     solve = subprocess.Popen(
-        [sys.executable, "-m", "remat_models.cli", *args, "-o", str(out)],
+        [sys.executable, "-m", "remat_models.cli.app", *args, "-o", str(out)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

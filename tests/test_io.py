@@ -16,8 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from remat_models.core.graph import Graph, NodeKind
+from remat_models.core.schedule import Compute, Free, Schedule, eager_frees, input_order_peak, simulate
 from remat_models.errors import ConfigurationError, GraphError, InvalidScheduleError, OutputError
-from remat_models.graph import Graph, NodeKind
 from remat_models.io import (
     NodeLinkFlavour,
     detect_flavour,
@@ -38,7 +39,6 @@ from remat_models.io import (
     write_schedule,
 )
 from remat_models.io.files import dumps_json
-from remat_models.schedule import Compute, Free, Schedule, eager_frees, input_order_peak, simulate
 
 # --- strategies --------------------------------------------------------------------------------------
 

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from remat_models import Graph
-from remat_models.budget import check_budget
+from remat_models.core.budget import check_budget
+from remat_models.core.schedule import input_order_peak
 from remat_models.errors import BudgetInfeasibleError
-from remat_models.planner import plan
-from remat_models.schedule import input_order_peak
+from remat_models.planning.plan import plan
 
 
 def test_end_state_raises_the_bound_above_the_largest_step() -> None:

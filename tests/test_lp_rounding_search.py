@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from remat_models.backends import SolveLimits
-from remat_models.budget import parse_budget
-from remat_models.formulations.checkmate_rounding import lp_rounding
+from remat_models.core.budget import parse_budget
+from remat_models.core.schedule import simulate
+from remat_models.formulations.checkmate.rounding import lp_rounding
 from remat_models.io import read_graph
-from remat_models.schedule import simulate
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "graphs"
 

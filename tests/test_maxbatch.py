@@ -1,17 +1,17 @@
-"""Maximum batch size (remat_models/maxbatch.py): spec D B1-B4, heuristic baselines; every result re-simulated."""
+"""Maximum batch size (remat_models/planning/maxbatch.py): spec D B1-B4, baselines; every result re-simulated."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from remat_models.batch import BatchScaling, cost_cap, within_cap
+from remat_models.core.batch import BatchScaling, cost_cap, within_cap
+from remat_models.core.graph import Graph, NodeKind
+from remat_models.core.schedule import simulate
 from remat_models.errors import ConfigurationError
-from remat_models.graph import Graph, NodeKind
 from remat_models.io import read_graph
 from remat_models.io.generators import linear_chain
-from remat_models.maxbatch import MaxBatchResult, max_batch
-from remat_models.schedule import simulate
+from remat_models.planning.maxbatch import MaxBatchResult, max_batch
 
 M16 = 16 * 10**9
 DEFAULT_KINDS = (NodeKind.FORWARD,)

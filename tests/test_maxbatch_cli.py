@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from remat_models.batch import BatchScaling
+from remat_models.core.batch import BatchScaling
+from remat_models.core.schedule import simulate
 from remat_models.io import read_graph, read_schedule, write_graph
 from remat_models.io.generators import linear_chain
-from remat_models.schedule import simulate
 
 
 def remat(*args: str | Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "remat_models.cli", *map(str, args)],
+        [sys.executable, "-m", "remat_models.cli.app", *map(str, args)],
         capture_output=True,
         text=True,
         env={"COLUMNS": "200", "PATH": ""},

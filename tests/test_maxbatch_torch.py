@@ -9,10 +9,10 @@ torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
 
-from remat_models.batch import schedule_limit  # noqa: E402
+from remat_models.core.batch import schedule_limit  # noqa: E402
+from remat_models.core.schedule import input_order_schedule, simulate  # noqa: E402
 from remat_models.errors import GraphError  # noqa: E402
-from remat_models.maxbatch import max_batch as max_batch_of_graph  # noqa: E402
-from remat_models.schedule import input_order_schedule, simulate  # noqa: E402
+from remat_models.planning.maxbatch import max_batch as max_batch_of_graph  # noqa: E402
 from remat_models.torch import extract, max_batch  # noqa: E402
 
 torch.set_num_threads(1)

@@ -9,18 +9,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from remat_models.core.graph import Graph
+from remat_models.core.schedule import Schedule, eager_frees, input_order_peak, simulate
 from remat_models.errors import BudgetInfeasibleError, ConfigurationError
-from remat_models.exhaustive import exhaustive_optimum
 from remat_models.formulations import SolveOutcome
-from remat_models.formulations.moccasin import MOCCASIN, solve_moccasin
-from remat_models.formulations.moccasin_layout import intervals_from_sequence, make_layout
-from remat_models.formulations.moccasin_model import MoccasinOptions, build_model, hint_values
-from remat_models.graph import Graph
+from remat_models.formulations.moccasin.formulation import MOCCASIN, solve_moccasin
+from remat_models.formulations.moccasin.layout import intervals_from_sequence, make_layout
+from remat_models.formulations.moccasin.model import MoccasinOptions, build_model, hint_values
+from remat_models.formulations.solving import solve_model
 from remat_models.heuristics.baselines import checkpoint_all
+from remat_models.heuristics.exhaustive import exhaustive_optimum
 from remat_models.io.generators import linear_chain
 from remat_models.model import SolveStatus
-from remat_models.optimize import solve_model
-from remat_models.schedule import Schedule, eager_frees, input_order_peak, simulate
 
 
 def random_graph(n: int, seed: int, *, workspace: bool = True, fixed_mem: int = 0, density: float = 0.4) -> Graph:

@@ -10,11 +10,11 @@ from test_minizinc import solve_with_binary
 
 from remat_models.backends import SolveLimits, available, get_backend
 from remat_models.backends.export import export
-from remat_models.formulations.moccasin import export_moccasin, solve_moccasin
-from remat_models.formulations.moccasin_model import MoccasinOptions, build_model
+from remat_models.core.schedule import simulate
+from remat_models.formulations.moccasin.formulation import export_moccasin, solve_moccasin
+from remat_models.formulations.moccasin.model import MoccasinOptions, build_model
 from remat_models.io.generators import linear_chain
 from remat_models.model import SolveStatus
-from remat_models.schedule import simulate
 
 GRAPH = linear_chain(2)  # 5 nodes; its lower-bound budget needs one recomputation
 BUDGET = GRAPH.lower_bound

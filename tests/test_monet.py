@@ -6,16 +6,16 @@ import pytest
 from impl_graphs import A2_OPTIMA, A3_OPTIMA, a2_mask, a3_inplace_output, random_impl_training
 
 from remat_models.backends import SolveLimits, available
-from remat_models.budget import parse_budget
+from remat_models.core.budget import parse_budget
+from remat_models.core.graph import Graph, Node, NodeKind
+from remat_models.core.impls import Impl, with_impls
+from remat_models.core.schedule import input_order_peak, input_order_schedule, simulate
 from remat_models.errors import ConfigurationError
-from remat_models.exhaustive import exhaustive_optimum
-from remat_models.formulations.monet import MONET
-from remat_models.graph import Graph, Node, NodeKind
-from remat_models.impls import Impl, with_impls
+from remat_models.formulations.monet.formulation import MONET
+from remat_models.formulations.solving import solve_model
+from remat_models.heuristics.exhaustive import exhaustive_optimum
 from remat_models.io import read_graph
 from remat_models.io.generators import linear_chain
-from remat_models.optimize import solve_model
-from remat_models.schedule import input_order_peak, input_order_schedule, simulate
 
 LIMITS = SolveLimits(time_limit=30)
 
@@ -158,7 +158,7 @@ def test_a2_on_the_other_backends(backend: str) -> None:
 def test_monet_refuses_at_once_a_model_that_cannot_fit_in_memory() -> None:
     from remat_models.errors import ModelTooLargeError
     from remat_models.io.generators import transformer
-    from remat_models.planner import plan
+    from remat_models.planning.plan import plan
 
     graph = transformer(400)  # 4,804 stages x 4,804 positions
     with pytest.raises(ModelTooLargeError, match=r"monet on .*4,804 stages x 4,804 positions"):

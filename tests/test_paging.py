@@ -6,12 +6,12 @@ import pytest
 from checkmate_graphs import tiny_unet
 from offload_cases import C_CASES, c1_graph, c1_transfer
 
+from remat_models.core.schedule import Offload, Prefetch, input_order_schedule, simulate
+from remat_models.core.transfer import TransferModel
 from remat_models.errors import BudgetInfeasibleError, ConfigurationError
 from remat_models.extensions import Paging
 from remat_models.io.generators import linear_chain, random_layered
-from remat_models.planner import PlanStatus, plan
-from remat_models.schedule import Offload, Prefetch, input_order_schedule, simulate
-from remat_models.transfer import TransferModel
+from remat_models.planning.plan import PlanStatus, plan
 
 SOLVERS = [("checkmate", "highs"), ("checkmate", "cpsat"), ("moccasin", "cpsat")]
 

@@ -8,10 +8,10 @@ import pytest
 from offload_cases import c1_graph
 from typer.testing import CliRunner
 
-from remat_models.cli import app
+from remat_models.cli.app import app
+from remat_models.core.schedule import Offload, Prefetch, simulate
+from remat_models.core.transfer import TransferModel
 from remat_models.io import read_schedule, write_graph
-from remat_models.schedule import Offload, Prefetch, simulate
-from remat_models.transfer import TransferModel
 
 SOLVERS = [("checkmate", "highs"), ("checkmate", "cpsat"), ("moccasin", "cpsat")]
 

@@ -100,7 +100,7 @@ def test_a_full_disk_keeps_the_old_file_and_reports_one_typed_error(tmp_path: Pa
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "graphs" / "unet_train.json"
 FULL_DISK_EXPORT = """
 import resource, signal, sys
-from remat_models.cli import main
+from remat_models.cli.app import main
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 resource.setrlimit(resource.RLIMIT_FSIZE, (16384, 16384))  # HiGHS's writer ignores the EFBIG it then gets
 sys.argv = ["remat", "export", sys.argv[1], "--budget", "80%", "-o", sys.argv[2]]
@@ -122,7 +122,7 @@ def test_export_on_a_full_disk_keeps_the_old_model_file(tmp_path: Path, suffix: 
 
 def test_export_refuses_a_symbolic_link_and_writes_complete_files(tmp_path: Path) -> None:
     from remat_models.backends.export import check_highs_file, export
-    from remat_models.budget import parse_budget
+    from remat_models.core.budget import parse_budget
     from remat_models.formulations import get_formulation
     from remat_models.io import read_graph
 

@@ -4,7 +4,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from remat_models import Compute, Free, Graph, InvalidScheduleError, Node, Schedule, eager_frees, simulate
-from remat_models.schedule import input_order_peak
+from remat_models.core.schedule import input_order_peak
 
 
 def chain3(**kwargs) -> Graph:

@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from remat_models import simulate
+from remat_models.core.schedule import eager_frees, input_order_peak
 from remat_models.heuristics import _sequence_kernels as kernels
 from remat_models.heuristics import griewank as griewank_module
 from remat_models.heuristics.baselines import chen_greedy_sequences, chen_sqrtn_checkpoints, griewank_budget
@@ -19,7 +20,6 @@ from remat_models.heuristics.recompute import (
     sequence_score,
 )
 from remat_models.io.generators import linear_chain, random_layered, transformer
-from remat_models.schedule import eager_frees, input_order_peak
 from tests.test_baselines import any_graphs
 
 

@@ -8,11 +8,11 @@ from test_cli import remat
 from test_deadline import _cover
 
 from remat_models.backends import SolveLimits, get_backend
+from remat_models.core.schedule import simulate
 from remat_models.errors import ConfigurationError
 from remat_models.io import write_graph
 from remat_models.model import SolveStatus
-from remat_models.planner import plan
-from remat_models.schedule import simulate
+from remat_models.planning.plan import plan
 
 
 def test_highs_takes_its_own_options() -> None:

@@ -10,11 +10,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_moccasin import random_graph
 
-from remat_models.formulations.moccasin_layout import intervals_from_sequence
-from remat_models.formulations.moccasin_model import MoccasinOptions, build_model
+from remat_models.core.schedule import eager_frees, input_order_peak, simulate
+from remat_models.formulations.moccasin.layout import intervals_from_sequence
+from remat_models.formulations.moccasin.model import MoccasinOptions, build_model
 from remat_models.heuristics.staged_greedy import profile, staged_greedy, staged_greedy_sequence
 from remat_models.io.generators import linear_chain
-from remat_models.schedule import eager_frees, input_order_peak, simulate
 
 
 def _plan(graph, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from remat_models.core.schedule import eager_frees, input_order_peak, simulate
+from remat_models.core.stages import staged_sequence, stages_from_schedule
 from remat_models.errors import InvalidScheduleError
 from remat_models.heuristics.registry import run_heuristic
 from remat_models.io.generators import unet
-from remat_models.planner import PlanStatus, plan
-from remat_models.schedule import eager_frees, input_order_peak, simulate
-from remat_models.stages import staged_sequence, stages_from_schedule
+from remat_models.planning.plan import PlanStatus, plan
 
 
 def _fastsa_out_of_structure(graph, budget):

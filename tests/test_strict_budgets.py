@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from remat_models.cli import app
+from remat_models.cli.app import app
+from remat_models.core.schedule import eager_frees, input_order_peak, simulate
 from remat_models.errors import BudgetExceededError, ConfigurationError, GraphError, OutputError
 from remat_models.io import read_graph, write_schedule
-from remat_models.planner import PlanStatus, plan
-from remat_models.schedule import eager_frees, input_order_peak, simulate
+from remat_models.planning.plan import PlanStatus, plan
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "graphs" / "unet_train.json"
@@ -21,7 +21,7 @@ EXAMPLE = ROOT / "examples" / "graphs" / "unet_train.json"
 
 def remat(*args: str | Path, columns: str | None = "200") -> subprocess.CompletedProcess[str]:
     env = {"PATH": ""} if columns is None else {"PATH": "", "COLUMNS": columns}
-    command = [sys.executable, "-m", "remat_models.cli", *map(str, args)]
+    command = [sys.executable, "-m", "remat_models.cli.app", *map(str, args)]
     return subprocess.run(command, capture_output=True, text=True, env=env, check=False)
 
 
@@ -123,7 +123,7 @@ def test_validate_over_budget_is_budget_exceeded() -> None:  # main() maps it to
 def test_results_tables_wrap_on_a_narrow_terminal_instead_of_cutting_digits() -> None:
     from rich.console import Console
 
-    from remat_models.cli import _results_table
+    from remat_models.cli.app import _results_table
 
     graph = read_graph(EXAMPLE)
     result = plan(graph, input_order_peak(graph), "checkpoint-all")

@@ -16,13 +16,13 @@ import typer  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
 import remat_models.torch as rt  # noqa: E402
-from remat_models.budget import parse_budget  # noqa: E402
-from remat_models.cli_torch import from_torch, validate  # noqa: E402
+from remat_models.cli.torch_commands import from_torch, validate  # noqa: E402
+from remat_models.core.budget import parse_budget  # noqa: E402
+from remat_models.core.graph import NodeKind  # noqa: E402
+from remat_models.core.schedule import Compute, Schedule, input_order_schedule, simulate  # noqa: E402
 from remat_models.errors import BudgetInfeasibleError, GraphError, InvalidScheduleError  # noqa: E402
-from remat_models.graph import NodeKind  # noqa: E402
 from remat_models.io import read_graph, read_schedule, write_schedule  # noqa: E402
-from remat_models.planner import PlanStatus, plan  # noqa: E402
-from remat_models.schedule import Compute, Schedule, input_order_schedule, simulate  # noqa: E402
+from remat_models.planning.plan import PlanStatus, plan  # noqa: E402
 from remat_models.torch.mapping import Role  # noqa: E402
 
 torch.set_num_threads(1)  # tiny models: extra intra-op threads only contend with other processes on a 2-core box

@@ -12,7 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import remat_models.torch as rt  # noqa: E402
-from remat_models.schedule import eager_frees, simulate  # noqa: E402
+from remat_models.core.schedule import eager_frees, simulate  # noqa: E402
 from remat_models.torch.impl_ops import attach_impls  # noqa: E402
 
 torch.set_num_threads(1)

@@ -12,10 +12,10 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import remat_models.torch as rt  # noqa: E402
-from remat_models.heuristics.paging import page_idle_values  # noqa: E402
-from remat_models.schedule import Offload, Prefetch, input_order_schedule, simulate  # noqa: E402
+from remat_models.core.schedule import Offload, Prefetch, input_order_schedule, simulate  # noqa: E402
+from remat_models.core.transfer import TransferModel  # noqa: E402
+from remat_models.heuristics.idle_offload import page_idle_values  # noqa: E402
 from remat_models.torch.api import fixed_tensors  # noqa: E402
-from remat_models.transfer import TransferModel  # noqa: E402
 
 torch.set_num_threads(1)
 MODELS_FILE = Path(__file__).resolve().parents[1] / "examples" / "models.py"

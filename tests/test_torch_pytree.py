@@ -12,9 +12,9 @@ torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
 import remat_models.torch as rt  # noqa: E402
+from remat_models.core.schedule import input_order_peak, simulate  # noqa: E402
 from remat_models.errors import BudgetError, GraphError  # noqa: E402
-from remat_models.planner import plan  # noqa: E402
-from remat_models.schedule import input_order_peak, simulate  # noqa: E402
+from remat_models.planning.plan import plan  # noqa: E402
 from remat_models.torch.trace import output_tensors  # noqa: E402
 
 torch.set_num_threads(1)

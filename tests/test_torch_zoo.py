@@ -12,8 +12,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 import remat_models.torch as rt  # noqa: E402
-from remat_models.planner import plan  # noqa: E402
-from remat_models.schedule import input_order_peak, simulate  # noqa: E402
+from remat_models.core.schedule import input_order_peak, simulate  # noqa: E402
+from remat_models.planning.plan import plan  # noqa: E402
 
 torch.set_num_threads(1)
 ZOO_FILE = Path(__file__).resolve().parents[1] / "examples" / "zoo.py"

@@ -5,8 +5,7 @@ import pytest
 from offload_cases import C2_TRANSFER, C3_TRANSFER, c1_graph, c1_transfer
 
 from remat_models import ConfigurationError, InvalidScheduleError
-from remat_models.io.schedule_json import schedule_from_dict, schedule_to_dict
-from remat_models.schedule import (
+from remat_models.core.schedule import (
     Compute,
     Free,
     FreeHost,
@@ -17,6 +16,7 @@ from remat_models.schedule import (
     eager_frees,
     simulate,
 )
+from remat_models.io.schedule_json import schedule_from_dict, schedule_to_dict
 
 A, B, C, D = range(4)
 # C1's paging schedule: offload a after b, prefetch it before d
@@ -137,7 +137,7 @@ def test_timeline_is_read_only_with_transfers() -> None:
 
 
 def test_page_idle_values_pages_the_long_gap_of_c1() -> None:
-    from remat_models.heuristics.paging import page_idle_values
+    from remat_models.heuristics.idle_offload import page_idle_values
 
     graph = c1_graph()
     schedule = page_idle_values(graph, [A, B, C, D], min_gap=1)
@@ -150,7 +150,7 @@ def test_page_idle_values_pages_the_long_gap_of_c1() -> None:
 def test_cli_simulate_takes_transfer_options(tmp_path) -> None:
     from typer.testing import CliRunner
 
-    from remat_models.cli import app
+    from remat_models.cli.app import app
     from remat_models.io import write_graph, write_schedule
 
     graph = c1_graph()

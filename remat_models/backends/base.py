@@ -23,8 +23,9 @@ from remat_models.backends.deadline import (
     run_with_deadline,
 )
 from remat_models.backends.interrupt import Stopper, run_interruptible
+from remat_models.backends.registry import natively_taking
+from remat_models.core.limits import check_count, check_time_limit
 from remat_models.errors import ConfigurationError, UnsupportedConstructError
-from remat_models.limits import check_count, check_time_limit
 from remat_models.model import Model, SolveResult, SolveStatus
 from remat_models.model.lowering import ORDER, LoweredModel, effective_native, estimate, lower
 
@@ -111,8 +112,6 @@ class LoweringBackend(ABC):
         """Check the constructs and the size, then lower ``model`` to this backend's native constructs."""
         native = effective_native(self.native_constructs)
         for construct in sorted(model.constructs() - native - set(ORDER)):
-            from remat_models.backends import natively_taking
-
             takers = natively_taking(construct)
             raise UnsupportedConstructError(
                 f"backend {self.name!r} cannot take construct {construct!r} and there is no lowering for it;"

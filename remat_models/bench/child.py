@@ -16,14 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from remat_models.bench.methods import MethodSpec
-from remat_models.bench.outcome import outcome_of
+from remat_models.bench.record import outcome_of
 from remat_models.bench.sweep import RunSpec
 from remat_models.bench.watchdog import start_watchdog
+from remat_models.core.plugins import load_callable
 from remat_models.errors import ConfigurationError, GraphError
-from remat_models.formulations.extensions import make_extensions
+from remat_models.extensions.registry import make_extensions
 from remat_models.io import read_graph, write_json_atomic, write_schedule
-from remat_models.planner import PlanResult, plan
-from remat_models.plugins import load_callable
+from remat_models.planning.plan import PlanResult, plan
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from remat_models.bench.outcome import OUTCOME_FIELDS, machine, versions
+from remat_models.bench.record import OUTCOME_FIELDS, machine, versions
 from remat_models.bench.sweep import RunSpec
 from remat_models.bench.watchdog import PARENT_ENV
 

@@ -7,8 +7,8 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from remat_models.errors import ConfigurationError
-from remat_models.formulations.extensions import make_extensions
-from remat_models.planner import parse_method_name
+from remat_models.extensions.registry import make_extensions
+from remat_models.planning.plan import parse_method_name
 
 # Published method families (columns of the reference tables) by our method's identity.
 _HEURISTIC_FAMILIES = {
@@ -134,7 +134,7 @@ def _check_known(spec: MethodSpec) -> None:
     """Refuse a misspelled method, formulation, backend or approximation when the sweep is loaded, not per run."""
     from remat_models.backends import backend_class
     from remat_models.formulations import approximation_names, formulation_names
-    from remat_models.planner import methods
+    from remat_models.planning.plan import methods
 
     known = {
         "method": (spec.name, list(methods())),

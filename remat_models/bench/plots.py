@@ -9,9 +9,9 @@ from typing import Any
 
 from remat_models.bench.cells import Record, group_cells
 from remat_models.bench.files import write_atomic
+from remat_models.core.graph import Graph
+from remat_models.core.schedule import Schedule, input_order_schedule, simulate
 from remat_models.errors import ConfigurationError
-from remat_models.graph import Graph
-from remat_models.schedule import Schedule, input_order_schedule, simulate
 
 _MAX_PANELS = 12
 _MARKERS = "os^vDPX*<>hpd"

@@ -12,11 +12,11 @@ from typing import Any
 
 from remat_models.bench.methods import MethodSpec, method_from_mapping, parse_method
 from remat_models.bench.paths import resolve_graph
-from remat_models.budget import parse_budget
+from remat_models.core.budget import parse_budget
+from remat_models.core.graph import Graph
+from remat_models.core.schedule import input_order_peak
 from remat_models.errors import BudgetError, ConfigurationError
-from remat_models.graph import Graph
 from remat_models.io import read_graph
-from remat_models.schedule import input_order_peak
 
 DEFAULT_TIME_LIMIT = 60.0
 DEFAULT_GRACE = 30.0
@@ -267,7 +267,7 @@ def _list(raw: Mapping[str, Any], key: str, group: str) -> list[Any]:
 
 
 def _bytes(value: Any) -> int:
-    from remat_models.budget import parse_size
+    from remat_models.core.units import parse_size
 
     try:
         return parse_size(value)

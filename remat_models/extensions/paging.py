@@ -9,15 +9,17 @@ plus transfer time, exactly the simulated total cost).
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 import numpy as np
 
+from remat_models.core.graph import Graph
+from remat_models.core.schedule import Schedule
+from remat_models.core.transfer import TransferModel
 from remat_models.errors import ConfigurationError
-from remat_models.graph import Graph
-from remat_models.schedule import Schedule
-from remat_models.transfer import TransferModel
+from remat_models.formulations import formulation_names, get_formulation
 
 
 class Paging:
@@ -32,7 +34,6 @@ class Paging:
     """
 
     name: ClassVar[str] = "paging"
-    supports: ClassVar[frozenset[str]] = frozenset({"checkmate", "moccasin"})
 
     def __init__(
         self,
@@ -42,7 +43,7 @@ class Paging:
         fetches: int = 1,
         **transfer_options: Any,
     ) -> None:
-        from remat_models.budget import parse_size
+        from remat_models.core.units import parse_size
 
         if transfer is None:
             transfer = TransferModel.from_options(transfer_options)
@@ -77,17 +78,16 @@ class Paging:
         allowed[graph.outputs] = False
         return np.flatnonzero(allowed)
 
+    @property
+    def supports(self) -> frozenset[str]:  # type: ignore[override]
+        """The formulations that declare a paging part (``paging_part``)."""
+        return frozenset(name for name in formulation_names() if getattr(get_formulation(name), "paging_part", None))
+
     def _part(self, built: Any) -> Any:
-        formulation = getattr(built, "formulation", "")
-        if formulation == "checkmate":
-            from remat_models.extensions import paging_checkmate
-
-            return paging_checkmate
-        if formulation == "moccasin":
-            from remat_models.extensions import paging_moccasin
-
-            return paging_moccasin
-        raise ConfigurationError(f"paging supports {', '.join(sorted(self.supports))}, not {formulation!r}")
+        part = getattr(get_formulation(built.formulation), "paging_part", None) if built.formulation else None
+        if part is None:
+            raise ConfigurationError(f"paging supports {', '.join(sorted(self.supports))}, not {built.formulation!r}")
+        return importlib.import_module(part)
 
     def apply(self, built: Any) -> None:
         """Add the paging blocks, rows and objective terms to ``built``."""

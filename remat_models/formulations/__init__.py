@@ -44,16 +44,16 @@ DEFAULT_FORMULATION = "checkmate"  # what `remat export` builds when no formulat
 
 # name -> "module:attribute" of a Formulation instance (imported lazily)
 _REGISTRY: dict[str, str] = {
-    "checkmate": "remat_models.formulations.checkmate:CHECKMATE",
-    "moccasin": "remat_models.formulations.moccasin:MOCCASIN",
-    "hilp": "remat_models.formulations.hilp:HILP",
-    "monet": "remat_models.formulations.monet:MONET",
-    "checkmate-impls": "remat_models.formulations.checkmate_impls:CHECKMATE_IMPLS",
+    "checkmate": "remat_models.formulations.checkmate.formulation:CHECKMATE",
+    "moccasin": "remat_models.formulations.moccasin.formulation:MOCCASIN",
+    "hilp": "remat_models.formulations.hilp.formulation:HILP",
+    "monet": "remat_models.formulations.monet.formulation:MONET",
+    "checkmate-impls": "remat_models.formulations.checkmate.impls:CHECKMATE_IMPLS",
 }
 
 # name -> (formulation it approximates, "module:function")
 _APPROXIMATIONS: dict[str, tuple[str, str]] = {
-    "lp-rounding": ("checkmate", "remat_models.formulations.checkmate_rounding:lp_rounding"),
+    "lp-rounding": ("checkmate", "remat_models.formulations.checkmate.rounding:lp_rounding"),
 }
 
 

@@ -11,15 +11,15 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 import numpy as np
 
 from remat_models.backends import SolveLimits, get_backend
+from remat_models.core.graph import Graph
+from remat_models.core.schedule import Schedule, Step, eager_frees
+from remat_models.core.transfer import transfer_of
 from remat_models.errors import ConfigurationError, InvalidScheduleError, SolverError
 from remat_models.formulations.outcome import SolveOutcome, jsonable
 from remat_models.formulations.scaling import Units
-from remat_models.graph import Graph
 from remat_models.model import Model, SolveResult, SolveStatus
 from remat_models.model import constructs as C
 from remat_models.model.index import IndexMap
-from remat_models.schedule import Schedule, Step, eager_frees
-from remat_models.transfer import transfer_of
 
 log = logging.getLogger(__name__)
 
@@ -143,6 +143,7 @@ class FormulationBase:
     options_type: ClassVar[type]
     default_backend: ClassVar[str] = "highs"
     integral_option: ClassVar[str | None] = None  # options field set when the backend takes no continuous columns
+    paging_part: ClassVar[str | None] = None  # module with the paging extension's part for this family, if any
 
     def options(self, options: Any = None) -> Any:
         """Options as ``options_type`` (see ``options_of``)."""

@@ -30,11 +30,11 @@ from typing import Any
 import numpy as np
 
 from remat_models.backends import SolveLimits, get_backend
+from remat_models.core.graph import Graph
+from remat_models.core.schedule import Schedule, input_order_schedule, simulate
 from remat_models.errors import ConfigurationError, InvalidScheduleError
 from remat_models.formulations.base import BuiltModel
-from remat_models.graph import Graph
 from remat_models.model import SolveStatus
-from remat_models.schedule import Schedule, input_order_schedule, simulate
 
 log = logging.getLogger(__name__)
 
@@ -211,7 +211,7 @@ def _product_rows(
 
 def _checkmate_peak(graph: Graph, backend: str, options: Mapping[str, Any] | None, initial: Schedule) -> PeakModel:
     """Checkmate on the per-sample graph with ``U[t, v] + ws_v R[t, v] <= PEAK`` (capacity: every byte at once)."""
-    from remat_models.formulations.checkmate import CHECKMATE
+    from remat_models.formulations.checkmate.formulation import CHECKMATE
 
     everything = graph.fixed_mem + int(graph.mem.sum()) + int(graph.workspace.max())
     built = CHECKMATE.build_for(graph, everything, backend, options)
@@ -239,8 +239,8 @@ def _checkmate_peak(graph: Graph, backend: str, options: Mapping[str, Any] | Non
 
 def _moccasin_peak(graph: Graph, options: Mapping[str, Any] | None, initial: Schedule) -> PeakModel:
     """Moccasin's phase-1 model on the per-sample graph: the cumulative's capacity ``peak`` is the variable."""
-    from remat_models.formulations.moccasin import MOCCASIN
-    from remat_models.formulations.moccasin_model import build_model
+    from remat_models.formulations.moccasin.formulation import MOCCASIN
+    from remat_models.formulations.moccasin.model import build_model
 
     opts = MOCCASIN.options(options)
     everything = graph.fixed_mem + int(graph.mem.sum()) + int(graph.workspace.max())

@@ -7,11 +7,11 @@ from typing import Any
 
 import numpy as np
 
-from remat_models.graph import Graph
+from remat_models.core.graph import Graph
+from remat_models.core.schedule import Schedule, SimulationResult, simulate
+from remat_models.core.transfer import TransferModel
 from remat_models.model import SolveResult, SolveStatus
 from remat_models.model.result import relative_gap
-from remat_models.schedule import Schedule, SimulationResult, simulate
-from remat_models.transfer import TransferModel
 
 
 @dataclass

@@ -8,7 +8,7 @@ from math import gcd
 
 import numpy as np
 
-from remat_models.graph import Graph
+from remat_models.core.graph import Graph
 
 MAX_EXACT = 2**40  # beyond this many units per value, exact integers are rounded like fractional ones
 DEFAULT_PRECISION = 1e-6

@@ -6,7 +6,7 @@ per byte, as PyTorch's activation-memory budget does (:func:`knapsack_sequences`
 Chen's heuristics choose a checkpoint set among candidates — articulation points of the forward
 graph ("ap") or every forward node of the input order, Checkmate's G_lin ("linearized") — and the
 cheapest recomputation implied by it is backed out by :func:`checkpoint_schedule`. Every function
-returns a Schedule valid under :func:`~remat_models.schedule.simulate`.
+returns a Schedule valid under :func:`~remat_models.core.schedule.simulate`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from typing import Literal
 import networkx as nx
 import numpy as np
 
-from remat_models.graph import Graph
+from remat_models.core.graph import Graph
+from remat_models.core.schedule import Schedule, input_order_schedule
 from remat_models.heuristics import _sequence_kernels as kernels
 from remat_models.heuristics.griewank import griewank, griewank_budget
 from remat_models.heuristics.recompute import (
@@ -33,7 +34,6 @@ from remat_models.heuristics.recompute import (
     saved_set_sequence,
     sequence_schedule,
 )
-from remat_models.schedule import Schedule, input_order_schedule
 
 logger = logging.getLogger(__name__)
 

@@ -8,8 +8,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from remat_models.core.graph import Graph
+from remat_models.core.schedule import Schedule
 from remat_models.errors import GraphError
-from remat_models.graph import Graph
 from remat_models.heuristics import _sequence_kernels as kernels
 from remat_models.heuristics.recompute import (
     Score,
@@ -20,7 +21,6 @@ from remat_models.heuristics.recompute import (
     sequence_schedule,
     sequence_score,
 )
-from remat_models.schedule import Schedule
 
 logger = logging.getLogger(__name__)
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 import logging
 from typing import Literal
 
+from remat_models.core.graph import Graph
+from remat_models.core.schedule import Compute, Schedule, eager_frees, simulate
 from remat_models.errors import InvalidScheduleError
-from remat_models.graph import Graph
-from remat_models.schedule import Compute, Schedule, eager_frees, simulate
 
 log = logging.getLogger(__name__)
 

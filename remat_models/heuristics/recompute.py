@@ -2,7 +2,7 @@
 
 The sequences are built and scored by numba kernels (:mod:`._sequence_kernels`) in time linear in
 their length, so a sweep over many checkpoint sets costs one kernel call each and only the chosen
-sequence becomes a :class:`~remat_models.schedule.Schedule` (with :func:`eager_frees`).
+sequence becomes a :class:`~remat_models.core.schedule.Schedule` (with :func:`eager_frees`).
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from typing import TypeVar
 
 import numpy as np
 
+from remat_models.core.graph import Graph, NodeKind
+from remat_models.core.schedule import Compute, Free, Schedule, eager_frees, simulate
 from remat_models.errors import InvalidScheduleError
-from remat_models.graph import Graph, NodeKind
 from remat_models.heuristics import _sequence_kernels as kernels
-from remat_models.schedule import Compute, Free, Schedule, eager_frees, simulate
 
 logger = logging.getLogger(__name__)
 

@@ -1,4 +1,7 @@
-"""Heuristic planning methods by name: each returns a schedule and JSON-ready details."""
+"""Heuristic planning methods by name (baselines and FastSA): each returns a schedule and JSON-ready details.
+
+The ``auto`` portfolio is a planning method, not a heuristic: see :mod:`remat_models.planning.methods`.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +9,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from remat_models.core.graph import Graph
+from remat_models.core.schedule import Schedule
 from remat_models.errors import ConfigurationError
-from remat_models.graph import Graph
 from remat_models.heuristics.baselines import BASELINES
-from remat_models.schedule import Schedule
 
 FASTSA_TIME_LIMIT = 60.0  # seconds, when the caller gives none (the paper's 20M + 2M attempts can take longer)
 
@@ -53,16 +56,9 @@ def _fastsa(
     return result.schedule, details
 
 
-def _auto(graph: Graph, budget: int, **kwargs: Any) -> tuple[Schedule, dict[str, Any]]:
-    from remat_models.auto import auto  # the portfolio plans formulations through the planner
-
-    return auto(graph, budget, **kwargs)
-
-
 HEURISTICS: dict[str, Heuristic] = {
     **{name: _baseline(function) for name, function in BASELINES.items()},
     "fastsa": Heuristic(_fastsa, configurable=True),
-    "auto": Heuristic(_auto, configurable=True),  # FastSA, Checkmate (small graphs), Moccasin: see remat_models.auto
 }
 
 

@@ -6,7 +6,7 @@ fewest R cells that make the staged (R, S) valid: the frontier (8a), graph outpu
 and computing every missing input. Frees follow by simulation (eager frees on the row-major scan
 of R). Every candidate is simulated; the caller picks.
 
-Matrices are (T, n) = (n, n), indexed by position in ``order`` (see :mod:`remat_models.stages`).
+Matrices are (T, n) = (n, n), indexed by position in ``order`` (see :mod:`remat_models.core.stages`).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from remat_models.graph import Graph
-from remat_models.schedule import Schedule, SimulationResult, simulate
-from remat_models.stages import schedule_from_stages
+from remat_models.core.graph import Graph
+from remat_models.core.schedule import Schedule, SimulationResult, simulate
+from remat_models.core.stages import schedule_from_stages
 
 log = logging.getLogger(__name__)
 

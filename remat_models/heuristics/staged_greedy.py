@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from remat_models.graph import Graph
-from remat_models.schedule import Schedule, eager_frees
+from remat_models.core.graph import Graph
+from remat_models.core.schedule import Schedule, eager_frees
 
 DEFAULT_CANDIDATES = 64
 MARGINS = (0.0, 0.005, 0.01, 0.02)  # fractions of the budget to aim below when the greedy gets stuck

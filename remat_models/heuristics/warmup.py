@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import time
 
-from remat_models.graph import Graph
+from remat_models.core.graph import Graph
 from remat_models.heuristics.baselines import BASELINES
 from remat_models.heuristics.fastsa import fastsa
 

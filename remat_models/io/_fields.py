@@ -6,8 +6,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from remat_models.core.graph import Graph, NodeKind
 from remat_models.errors import GraphError, RematError
-from remat_models.graph import Graph, NodeKind
 
 ErrorType = type[RematError]
 _INT64 = 2**63

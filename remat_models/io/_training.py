@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from remat_models.graph import Graph, NodeKind
+from remat_models.core.graph import Graph, NodeKind
 
 
 @dataclass(frozen=True)

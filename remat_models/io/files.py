@@ -8,8 +8,8 @@ import os
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from remat_models.core.graph import Graph
 from remat_models.errors import ConfigurationError, GraphError
-from remat_models.graph import Graph
 from remat_models.io._fields import ErrorType
 from remat_models.io.atomic import write_text_atomic
 from remat_models.io.graph_json import GRAPH_FORMAT, graph_from_dict, graph_to_dict

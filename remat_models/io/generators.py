@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from remat_models.core.graph import Graph
 from remat_models.errors import ConfigurationError
-from remat_models.graph import Graph
 from remat_models.io._training import Op, training_graph
 
 _FLOAT_BYTES = 4  # activations are fp32

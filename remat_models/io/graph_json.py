@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from remat_models.core.graph import Graph
 from remat_models.errors import GraphError
-from remat_models.graph import Graph
 from remat_models.io._fields import (
     NodeColumns,
     as_bool,

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from remat_models.core.graph import Graph
+from remat_models.core.impls import Impl
 from remat_models.errors import GraphError
-from remat_models.graph import Graph
-from remat_models.impls import Impl
 from remat_models.io._fields import as_int, as_list, as_mapping, as_number, as_str, lookup, require
 
 

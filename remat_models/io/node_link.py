@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import Any
 
+from remat_models.core.graph import Graph, Node, NodeKind
 from remat_models.errors import GraphError
-from remat_models.graph import Graph, Node, NodeKind
 from remat_models.io._fields import (
     NodeColumns,
     as_bool,

@@ -6,11 +6,11 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from remat_models.core.graph import Graph
+from remat_models.core.schedule import Compute, Free, FreeHost, Offload, Prefetch, Schedule, Step
 from remat_models.errors import InvalidScheduleError
-from remat_models.graph import Graph
 from remat_models.io._fields import as_list, as_mapping, as_str, check_header, require
 from remat_models.io.files import read_json, write_json_atomic
-from remat_models.schedule import Compute, Free, FreeHost, Offload, Prefetch, Schedule, Step
 
 SCHEDULE_FORMAT = "remat-schedule"
 SCHEDULE_VERSION = 1

@@ -11,12 +11,12 @@ from typing import Any
 import torch
 from torch import nn
 
-from remat_models.budget import parse_budget
+from remat_models.core.budget import parse_budget
+from remat_models.core.graph import Graph
+from remat_models.core.schedule import Schedule, input_order_peak
 from remat_models.errors import BudgetError, ConfigurationError, GraphError, InvalidScheduleError, SolverError
-from remat_models.graph import Graph
-from remat_models.planner import PlanResult, PlanStatus
-from remat_models.planner import plan as plan_graph
-from remat_models.schedule import Schedule, input_order_peak
+from remat_models.planning.plan import PlanResult, PlanStatus
+from remat_models.planning.plan import plan as plan_graph
 from remat_models.torch.costs import CostModel, check_cost_model, flop_cost
 from remat_models.torch.executor import Executor, StepResult
 from remat_models.torch.mapping import TorchGraph, to_graph
@@ -147,7 +147,7 @@ def plan(
     ``step = plan(model, inputs, loss_fn, targets, budget="60%")`` then ``loss = step(inputs, targets)``;
     ``loss_fn(outputs, targets)`` is traced with the example targets (omit them for a loss of the outputs
     alone). A plan that does not fit raises BudgetExceededError unless ``allow_over_budget``. Extra
-    keyword ``options`` go to :func:`remat_models.planner.plan` (e.g. ``formulation="checkmate",
+    keyword ``options`` go to :func:`remat_models.planning.plan.plan` (e.g. ``formulation="checkmate",
     backend="highs"`` instead of a heuristic ``method``; the default method is ``chen-greedy``).
     ``implementations=True`` attaches alternative op implementations (``torch/impl_ops.py``), which
     ``formulation="monet"`` (or ``"checkmate-impls"``) chooses among. ``activation_budget`` (in [0, 1],

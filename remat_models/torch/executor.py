@@ -12,8 +12,7 @@ import numpy as np
 import torch
 from torch import fx
 
-from remat_models.errors import InvalidScheduleError
-from remat_models.schedule import (
+from remat_models.core.schedule import (
     TRANSFER_STEPS,
     Compute,
     Free,
@@ -24,10 +23,11 @@ from remat_models.schedule import (
     SimulationResult,
     simulate,
 )
+from remat_models.core.transfer import TransferModel
+from remat_models.errors import InvalidScheduleError
 from remat_models.torch.costs import time_op
 from remat_models.torch.host import host_bytes, move_value
 from remat_models.torch.mapping import Role, TorchGraph, size_model, tensors_of
-from remat_models.transfer import TransferModel
 
 log = logging.getLogger(__name__)
 

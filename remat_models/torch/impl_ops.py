@@ -20,8 +20,8 @@ from typing import Any
 import torch
 from torch import fx
 
+from remat_models.core.impls import Impl, with_impls
 from remat_models.errors import InvalidScheduleError
-from remat_models.impls import Impl, with_impls
 from remat_models.torch.mapping import Role, TorchGraph
 
 log = logging.getLogger(__name__)

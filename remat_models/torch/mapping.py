@@ -15,8 +15,8 @@ from torch import fx
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._pytree import tree_flatten
 
+from remat_models.core.graph import Graph, NodeKind
 from remat_models.errors import GraphError
-from remat_models.graph import Graph, NodeKind
 from remat_models.torch.ops import is_random, is_write_back
 from remat_models.torch.trace import TracedStep
 

@@ -15,12 +15,12 @@ from typing import Any
 
 from torch import nn
 
-from remat_models.batch import BatchScaling
-from remat_models.budget import parse_size
+from remat_models.core.batch import BatchScaling
+from remat_models.core.graph import Graph
+from remat_models.core.units import parse_size
 from remat_models.errors import ConfigurationError
-from remat_models.graph import Graph
-from remat_models.maxbatch import MaxBatchResult
-from remat_models.maxbatch import max_batch as max_batch_of_graph
+from remat_models.planning.maxbatch import MaxBatchResult
+from remat_models.planning.maxbatch import max_batch as max_batch_of_graph
 from remat_models.torch.api import RematStep, Tensors, extract
 from remat_models.torch.costs import CostModel
 from remat_models.torch.mapping import TorchGraph
@@ -71,7 +71,7 @@ def max_batch(
     """Largest batch at which ``model``'s training step fits ``memory`` (bytes or '16GB') under the cost cap.
 
     ``make_inputs(batch)`` returns ``(inputs, targets)`` (targets None for a loss of the outputs alone).
-    ``options`` go to :func:`remat_models.maxbatch.max_batch` (``heuristic=``, ``formulation=``, ``backend=``,
+    ``options`` go to :func:`remat_models.planning.maxbatch.max_batch` (``heuristic=``, ``formulation=``, ``backend=``,
     ``method=``, ``cap_factor=``, ``time_limit=``, ...). With ``build_step`` the step is traced at the
     found batch (checked against the scaling) and returned ready to run: ``loss = step(inputs, targets)``.
     """

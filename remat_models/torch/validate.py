@@ -15,8 +15,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from remat_models.core.schedule import input_order_schedule
 from remat_models.errors import ConfigurationError, GraphError
-from remat_models.schedule import input_order_schedule
 from remat_models.torch.api import RematStep, Tensors, plan
 from remat_models.torch.trace import LossFn, as_tensors
 

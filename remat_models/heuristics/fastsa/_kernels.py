@@ -9,7 +9,7 @@ subtree including every add applied at or below i, ``lazy[i]`` the adds applied 
 are allocated one entry longer (``tree`` 2T+2, ``lazy`` T+1: see :func:`allocate`) so the
 branch-free descent may touch, without changing, the entry just past the range.
 
-State. Semantics (those of :func:`remat_models.schedule.simulate` with eager frees): a production of value
+State. Semantics (those of :func:`remat_models.core.schedule.simulate` with eager frees): a production of value
 v at slot p is live on [p, e] where e is its last use before v's next production (p itself if
 none), or the last slot if v is a graph output and p is its last production. The memory at a slot
 is the sum of the sizes of the live values plus the workspace of the unit there; the peak is the

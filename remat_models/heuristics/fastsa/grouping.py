@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from remat_models.graph import Graph
+from remat_models.core.graph import Graph
 
 logger = logging.getLogger(__name__)
 

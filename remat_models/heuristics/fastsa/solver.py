@@ -10,13 +10,13 @@ from typing import Literal
 
 import numpy as np
 
+from remat_models.core.graph import Graph
+from remat_models.core.limits import check_time_limit
+from remat_models.core.schedule import Schedule, SimulationResult, eager_frees, input_order_peak, simulate
 from remat_models.errors import ConfigurationError
-from remat_models.graph import Graph
 from remat_models.heuristics.fastsa import _kernels as ann
 from remat_models.heuristics.fastsa.grouping import Units, group_nodes, plain_units
 from remat_models.heuristics.fastsa.state import SAState, decode
-from remat_models.limits import check_time_limit
-from remat_models.schedule import Schedule, SimulationResult, eager_frees, input_order_peak, simulate
 
 logger = logging.getLogger(__name__)
 

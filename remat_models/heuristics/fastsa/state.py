@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from remat_models.graph import Graph
+from remat_models.core.graph import Graph
 from remat_models.heuristics.fastsa import _kernels as kernels
 from remat_models.heuristics.fastsa._kernels import (
     CP,

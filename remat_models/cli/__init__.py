@@ -1,0 +1,1 @@
+"""The ``remat`` command line (entry point ``remat_models.cli.app:main``)."""

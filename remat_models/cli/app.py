@@ -1,0 +1,459 @@
+"""The `remat` command: graph tools, simulation and planning, with rich output."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.logging import RichHandler
+from rich.table import Table
+
+from remat_models.cli.bench import bench_app
+from remat_models.cli.console import make_console, planning_status
+from remat_models.cli.maxbatch import max_batch_command
+from remat_models.cli.options import OptionOption, SolverOptionOption, WithOption, collect_options, solver_options
+from remat_models.cli.torch_commands import from_torch, validate
+from remat_models.core.budget import check_budget, parse_budget
+from remat_models.core.graph import Graph
+from remat_models.core.schedule import input_order_peak, simulate
+from remat_models.core.transfer import parse_transfer
+from remat_models.errors import BudgetExceededError, ConfigurationError, RematError
+from remat_models.extensions.registry import make_extensions
+from remat_models.formulations import DEFAULT_FORMULATION, get_formulation
+from remat_models.heuristics.registry import HEURISTICS
+from remat_models.io import GENERATORS, read_graph, read_schedule, write_graph, write_schedule
+from remat_models.io.atomic import check_output
+from remat_models.planning.plan import PlanResult, methods, parse_method_name, plan
+
+app = typer.Typer(help="Tensor rematerialization planning.", no_args_is_help=True, add_completion=False)
+graph_app = typer.Typer(help="Inspect, convert and generate graphs.", no_args_is_help=True)
+app.add_typer(graph_app, name="graph")
+app.add_typer(bench_app, name="bench")
+graph_app.command("from-torch")(from_torch)
+app.command("validate")(validate)
+app.command("max-batch")(max_batch_command)
+console = make_console()
+errors = Console(stderr=True)
+
+GraphPath = Annotated[Path, typer.Argument(help="Graph JSON (own format or networkx node-link).")]
+BudgetOption = Annotated[str, typer.Option("--budget", "-b", help="Bytes, '11.3GiB', '80%' or '0.8'.")]
+
+
+@app.callback()
+def _configure(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log progress.")] = False) -> None:
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(message)s",
+        handlers=[RichHandler(console=errors, show_path=False)],
+    )
+
+
+def _resolve_budget(graph: Graph, text: str) -> int:
+    budget = parse_budget(text, graph)
+    console.print(f"budget: {text} -> [bold]{budget:,}[/bold] B")
+    return budget
+
+
+@graph_app.command("info")
+def graph_info(path: GraphPath) -> None:
+    """Size, total cost, input-order peak and the budget lower bound of a graph."""
+    graph = read_graph(path)
+    kinds: dict[str, int] = {}
+    for kind in graph.kind:
+        kinds[kind.value] = kinds.get(kind.value, 0) + 1
+    table = Table(title=f"{path.name} ({graph.name})", show_header=False)
+    for label, value in [
+        ("nodes", f"{graph.n:,}"),
+        ("edges", f"{graph.m:,}"),
+        ("kinds", ", ".join(f"{k}: {c}" for k, c in sorted(kinds.items()))),
+        ("outputs", f"{graph.outputs.size:,}"),
+        ("total cost", f"{graph.total_cost:,.6g}"),
+        ("fixed memory", f"{graph.fixed_mem:,} B"),
+        ("input-order peak", f"{input_order_peak(graph):,} B"),
+        ("budget lower bound", f"{graph.lower_bound:,} B"),
+        ("hash", graph.content_hash[:16]),
+    ]:
+        table.add_row(label, value)
+    console.print(table)
+
+
+@graph_app.command("convert")
+def graph_convert(
+    source: GraphPath,
+    target: Annotated[Path, typer.Argument(help="Output file.")],
+    fmt: Annotated[str, typer.Option("--format", "-f", help="remat | node-link")] = "remat",
+) -> None:
+    """Convert a graph between the project's format and networkx node-link JSON."""
+    graph = read_graph(source)
+    write_graph(graph, target, fmt=fmt)
+    console.print(f"wrote {target} ({fmt}, {graph.n} nodes, {graph.m} edges)")
+
+
+@graph_app.command("generate")
+def graph_generate(
+    kind: Annotated[str, typer.Argument(help=f"One of: {', '.join(GENERATORS)}.")],
+    output: Annotated[Path, typer.Option("--out", "-o", help="Output file.")],
+    size: Annotated[int, typer.Option("--size", "-n", help="Main size parameter (see --help of each).")] = 8,
+    seed: Annotated[int, typer.Option("--seed", help="Random seed.")] = 0,
+) -> None:
+    """Generate a synthetic graph (linear chain, random layered, U-Net-like, transformer-like)."""
+    if kind not in GENERATORS:
+        raise ConfigurationError(f"unknown generator {kind!r}; choose one of {', '.join(GENERATORS)}")
+    graph = GENERATORS[kind].build(size=size, seed=seed)
+    write_graph(graph, output)
+    console.print(f"wrote {output} ({graph.name}: {graph.n} nodes, {graph.m} edges)")
+
+
+@app.command("simulate")
+def simulate_command(
+    graph_path: GraphPath,
+    plan_path: Annotated[Path, typer.Argument(help="Schedule JSON written by `remat solve --out`.")],
+    budget: Annotated[str | None, typer.Option("--budget", "-b", help="Also check against a budget.")] = None,
+    transfer: Annotated[
+        str | None,
+        typer.Option(
+            "--transfer",
+            help="Transfer model for Offload/Prefetch steps: out_bw=,in_bw= (or bw=) bytes per cost unit, "
+            "latency= (or out_latency=/in_latency=) cost units, host=64GiB, mode=serial|overlap.",
+        ),
+    ] = None,
+) -> None:
+    """Simulate a schedule: peak memory, cost, TDI, recomputations (and transfers with --transfer)."""
+    graph = read_graph(graph_path)
+    schedule = read_schedule(plan_path, graph)
+    result = simulate(graph, schedule, None if transfer is None else parse_transfer(transfer))
+    reference = input_order_peak(graph)
+    table = Table(title=f"{plan_path.name} on {graph_path.name}", show_header=False)
+    table.add_row("steps", f"{len(schedule):,}")
+    table.add_row("peak", f"{result.peak:,} B ({result.peak / reference:.1%} of input order)")
+    table.add_row("total cost", f"{result.total_cost:,.6g}")
+    table.add_row("TDI", f"{result.tdi:.2f} %")
+    table.add_row("recomputations", f"{result.recomputations:,}")
+    if transfer is not None:
+        moves = f"{result.offloads} offloads, {result.prefetches} prefetches"
+        table.add_row("transfer cost", f"{result.transfer_cost:,.6g} ({moves})")
+        table.add_row("host peak", f"{result.host_peak:,} B")
+    console.print(table)
+    if budget is not None:
+        limit = _resolve_budget(graph, budget)
+        if not result.fits(limit):
+            raise BudgetExceededError(
+                f"peak {result.peak:,} B exceeds the budget {limit:,} B", peak=result.peak, budget=limit
+            )
+
+
+def _results_table(title: str, results: list[PlanResult]) -> Table:
+    table = Table(title=title)
+    for column in ("method", "status", "peak (B)", "peak/ref", "TDI %", "recomp.", "time (s)"):
+        justify = "left" if column in ("method", "status") else "right"
+        table.add_column(column, justify=justify, overflow="fold")  # a narrow terminal wraps, never cuts digits
+    labels = {"within_budget": "[green]fits[/green]", "over_budget": "[red]over budget[/red]"}
+    for result in results:
+        sim = result.simulation
+        table.add_row(
+            result.method,
+            labels.get(result.status.value, f"[red]{result.status.value}[/red]"),
+            "-" if sim is None else f"{sim.peak:,}",
+            "-" if sim is None else f"{result.peak_fraction:.1%}",
+            "-" if sim is None else f"{sim.tdi:.2f}",
+            "-" if sim is None else f"{sim.recomputations:,}",
+            f"{result.wall_time:.3f}",
+        )
+    return table
+
+
+def _solver_table(result: PlanResult) -> Table | None:
+    """Solver numbers (objective, bound, gap, times) when a formulation produced the plan."""
+    keys = [
+        ("solver_status", "solver status"),
+        ("objective", "objective"),
+        ("bound", "best bound"),
+        ("gap", "gap"),
+        ("time_to_first_s", "time to first (s)"),
+        ("lp_status", "LP status"),
+        ("lp_bound", "LP bound (staged)"),
+        ("candidates", "rounded candidates"),
+        ("lowest_peak", "lowest rounded peak (B)"),
+    ]
+    rows = [(label, result.details[key]) for key, label in keys if result.details.get(key) is not None]
+    if not rows:
+        return None
+    table = Table(show_header=False)
+    for label, value in rows:
+        table.add_row(
+            label,
+            f"{value:,.6g}" if isinstance(value, float) else f"{value:,}" if isinstance(value, int) else str(value),
+        )
+    return table
+
+
+@app.command("solve")
+def solve_command(
+    graph_path: GraphPath,
+    budget: BudgetOption,
+    method: Annotated[
+        str | None, typer.Option("--method", "-m", help="Heuristic method (default chen-greedy).")
+    ] = None,
+    formulation: Annotated[str | None, typer.Option("--formulation", "-f", help="Exact model, e.g. checkmate.")] = None,
+    backend: Annotated[
+        str | None,
+        typer.Option(
+            "--backend", help="Solver: cpsat, highs, gurobi, minizinc, pyomo:cbc (default: the formulation's)."
+        ),
+    ] = None,
+    approx: Annotated[str | None, typer.Option("--approx", help="Approximation: lp-rounding (checkmate).")] = None,
+    time_limit: Annotated[float | None, typer.Option("--time-limit", help="Solver time limit in seconds.")] = None,
+    init: Annotated[
+        str | None,
+        typer.Option(
+            "--init",
+            help="Warm start from a heuristic method's schedule; 'auto' (default): the cheapest fitting fast "
+            "heuristic; 'none': no warm start.",
+        ),
+    ] = None,
+    unpartitioned: Annotated[
+        bool, typer.Option("--unpartitioned", help="Checkmate without stages (small graphs).")
+    ] = False,
+    allowance: Annotated[float, typer.Option("--allowance", help="LP rounding: solve the LP at (1-eps) budget.")] = 0.0,
+    retention: Annotated[
+        int | None, typer.Option("--C", help="Moccasin: retention intervals per node (default 2).")
+    ] = None,
+    order: Annotated[
+        str | None, typer.Option("--order", help="Moccasin: input (stages of the input order) or free.")
+    ] = None,
+    iterations: Annotated[
+        str | None, typer.Option("--iterations", help="FastSA: attempts of stage 1 and 2, e.g. 20000000,2000000.")
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Solver / rounding / FastSA seed.")] = 0,
+    workers: Annotated[int, typer.Option("--workers", help="Solver threads (where supported).")] = 1,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write the schedule JSON here.")] = None,
+    extension_specs: WithOption = None,
+    option_pairs: OptionOption = None,
+    solver_option_pairs: SolverOptionOption = None,
+    impls: Annotated[
+        str,
+        typer.Option(
+            "--impls",
+            help="Graphs with operator implementations: on (monet/checkmate-impls choose them, other methods "
+            "plan the default view then switch greedily) or off (every method plans the default view).",
+        ),
+    ] = "on",
+) -> None:
+    """Plan a graph under a budget with a heuristic or a solver; exit 3 if no schedule fits."""
+    if out is not None:
+        check_output(out)  # fail now, not after a long solve
+    graph = read_graph(graph_path)
+    limit = _resolve_budget(graph, budget)
+    if method is not None and formulation is not None:
+        raise ConfigurationError("give either --method or --formulation, not both")
+    flags = {
+        "--unpartitioned": ("staged", False if unpartitioned else None),
+        "--allowance": ("allowance", allowance or None),
+        "--C": ("C", retention),
+        "--order": ("order", order),
+    }
+    options = collect_options(formulation, approx, flags, option_pairs)
+    if formulation is None and (approx or init or backend or extension_specs or solver_option_pairs):
+        raise ConfigurationError("--backend, --approx, --init, --with and --solver-option need --formulation")
+    if iterations is not None:
+        if formulation is not None:
+            raise ConfigurationError("--iterations is an option of heuristic methods (FastSA)")
+        options["iterations"] = _iteration_pair(iterations)
+    heuristic = method or "chen-greedy"
+    if formulation is None:
+        label = heuristic
+    else:
+        label = f"{formulation}/{approx or backend or get_formulation(formulation).default_backend}"
+    limit_text = "" if time_limit is None else f", time limit {time_limit:g} s"
+    with planning_status(errors, f"planning {graph.name} ({graph.n:,} nodes) with {label}{limit_text}"):
+        if formulation is None:
+            result = plan(
+                graph,
+                limit,
+                heuristic,
+                time_limit=time_limit,
+                options=options,
+                seed=seed,
+                allow_over_budget=True,
+                impls=_impls_flag(impls),
+            )
+        else:
+            result = plan(
+                graph,
+                limit,
+                formulation=formulation,
+                backend=backend,
+                approx=approx,
+                time_limit=time_limit,
+                init=init or "auto",
+                options=options,
+                extensions=make_extensions(extension_specs),
+                seed=seed,
+                workers=workers,
+                allow_over_budget=True,
+                impls=_impls_flag(impls),
+                solver_options=solver_options(solver_option_pairs),
+            )
+    console.print(_results_table(f"{graph_path.name} at {limit:,} B", [result]))
+    solver = _solver_table(result)
+    if solver is not None:
+        console.print(solver)
+    if out is not None and result.schedule is not None:
+        write_schedule(out, result.schedule, graph, metadata=result.metadata())
+        console.print(f"wrote {out}")
+    if result.details.get("solver_status") == "interrupted":
+        errors.print(f"interrupted: {result.method} stopped early; shown is the best it had found", markup=False)
+        raise typer.Exit(130)
+    if result.status.value != "within_budget":
+        peak = "" if result.simulation is None else f" (best peak {result.simulation.peak:,} B)"
+        errors.print(f"error: {result.method} found no schedule within {limit:,} B: {result.status.value}{peak}")
+        raise typer.Exit(3)
+
+
+def _impls_flag(text: str) -> bool:
+    if text not in ("on", "off"):
+        raise ConfigurationError(f"--impls takes on or off, got {text!r}")
+    return text == "on"
+
+
+def _iteration_pair(text: str) -> tuple[int, int]:
+    try:
+        first, second = (int(part) for part in text.split(","))
+    except ValueError:
+        raise ConfigurationError(f"--iterations takes two counts N1,N2, got {text!r}") from None
+    if first < 0 or second < 0:
+        raise ConfigurationError(f"--iterations must be non-negative, got {text!r}")
+    return first, second
+
+
+EXPORT_FORMATS = ("lp", "mps", "mzn")
+
+
+@app.command("export")
+def export_command(
+    graph_path: GraphPath,
+    budget: BudgetOption,
+    output: Annotated[Path, typer.Option("--out", "-o", help="Model file to write.")],
+    formulation: Annotated[
+        str, typer.Option("--formulation", "-f", help="Model (default: the registry's default).")
+    ] = DEFAULT_FORMULATION,
+    fmt: Annotated[str | None, typer.Option("--format", help="lp | mps | mzn (default: the file's suffix).")] = None,
+    unpartitioned: Annotated[bool, typer.Option("--unpartitioned", help="Checkmate without stages.")] = False,
+    retention: Annotated[int | None, typer.Option("--C", help="Moccasin: retention intervals per node.")] = None,
+    order: Annotated[str | None, typer.Option("--order", help="Moccasin: input or free.")] = None,
+    extension_specs: WithOption = None,
+    option_pairs: OptionOption = None,
+) -> None:
+    """Write a formulation's model to an .lp / .mps / .mzn file (integral memory for .mzn)."""
+    from remat_models.backends.export import export
+    from remat_models.formulations import apply_extensions
+
+    chosen = fmt or output.suffix.lstrip(".")
+    if chosen not in EXPORT_FORMATS:
+        raise ConfigurationError(f"unknown export format {chosen!r}; choose one of {', '.join(EXPORT_FORMATS)}")
+    if output.suffix != f".{chosen}":
+        raise ConfigurationError(f"output {output} does not end in .{chosen}")
+    check_output(output)
+    graph = read_graph(graph_path)
+    limit = _resolve_budget(graph, budget)
+    check_budget(graph, limit)
+    flags = {
+        "--unpartitioned": ("staged", False if unpartitioned else None),
+        "--C": ("C", retention),
+        "--order": ("order", order),
+    }
+    options = collect_options(formulation, None, flags, option_pairs)
+    form = get_formulation(formulation)
+    if form.integral_option is not None:
+        options.setdefault(form.integral_option, chosen == "mzn")
+    built = apply_extensions(form.build(graph, limit, options), make_extensions(extension_specs))
+    export(built.model, output)
+    console.print(f"wrote {output} ({built.model.num_cols:,} variables, {built.model.num_rows:,} rows)")
+
+
+@app.command("compare")
+def compare_command(
+    graph_path: GraphPath,
+    budget: BudgetOption,
+    method_names: Annotated[
+        str | None,
+        typer.Option(
+            "--methods", help="Comma-separated heuristics and FORMULATION/BACKEND pairs (default: all heuristics)."
+        ),
+    ] = None,
+    time_limit: Annotated[float, typer.Option("--time-limit", help="Per solver run, seconds.")] = 60.0,
+    extension_specs: WithOption = None,
+) -> None:
+    """Run several methods on one graph and budget and print one table (``--with`` applies to formulations)."""
+    graph = read_graph(graph_path)
+    limit = _resolve_budget(graph, budget)
+    check_budget(graph, limit)
+    everything = [name for name in methods() if name != "auto"]  # auto runs the others: name it to compare it
+    chosen = [name.strip() for name in method_names.split(",")] if method_names is not None else everything
+    if not chosen or not all(chosen):
+        raise ConfigurationError(f"--methods {method_names!r} names an empty method; give NAME[,NAME...]")
+    for name in chosen:  # a misspelt name fails before anything runs (a method failing later is skipped)
+        parse_method_name(name)
+    results = []
+    with console.status("planning") as status:
+        for name in chosen:
+            status.update(f"planning with {name}")
+            try:
+                results.append(_plan_named(graph, limit, name, time_limit, extension_specs))
+            except RematError as error:
+                if len(chosen) == 1:
+                    raise
+                errors.print(f"{name}: skipped: {error}", highlight=False, markup=False)
+    console.print(_results_table(f"{graph_path.name} at {limit:,} B", results))
+
+
+def _plan_named(graph: Graph, budget: int, name: str, time_limit: float, specs: list[str] | None) -> PlanResult:
+    """A heuristic by name, or ``formulation[/backend|/approximation]`` within ``time_limit``."""
+    ref = parse_method_name(name)
+    if ref.method is not None:
+        limit = time_limit if HEURISTICS[ref.method].configurable else None  # fastsa, auto
+        return plan(graph, budget, ref.method, time_limit=limit, allow_over_budget=True)
+    return plan(
+        graph,
+        budget,
+        formulation=ref.formulation,
+        backend=ref.backend,
+        approx=ref.approx,
+        time_limit=time_limit,
+        extensions=make_extensions(specs),
+        allow_over_budget=True,
+    )
+
+
+@app.command("backends")
+def backends_command() -> None:
+    """Solver backends: which are usable here, and how to install the others."""
+    from remat_models.backends import available
+
+    found = available()
+    table = Table(title="solver backends")
+    for column in ("backend", "here", "how to install"):
+        table.add_column(column)
+    for name in sorted([*found, *found.missing]):
+        table.add_row(name, "usable" if name in found else "missing", found.missing.get(name, ""))
+    console.print(table)
+
+
+def main() -> None:
+    """Console entry point: library errors become one line on stderr and exit status 1 (3: over budget)."""
+    try:
+        app()
+    except BudgetExceededError as error:
+        errors.print(f"error: {error}", highlight=False, markup=False, soft_wrap=True)
+        sys.exit(3)
+    except RematError as error:
+        errors.print(f"error: {error}", highlight=False, markup=False, soft_wrap=True)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

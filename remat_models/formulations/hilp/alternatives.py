@@ -1,0 +1,178 @@
+"""Options of a cluster (rkgb ``OpSchedule``): a forward part and a backward part, measured by one eager-free run.
+
+An option is stored in the local indices of its cluster's *representative* local graph, so it
+translates to every identical cluster by index. Measured from the local run
+``in-data sources, fwd, l_C, out-grad sources, bwd`` with eager frees:
+
+- ``phantom`` p: bytes of V values that are not out-data, resident just after ``l_C``;
+- ``m_fwd`` / ``m_bwd``: the largest *internal* memory of a step of the part (resident bytes
+  during the step minus the interface copies the parent level accounts for: in-data and out-data
+  during the forward part; depB values, out-grads and in-grads during the backward part), minus
+  p for the forward part (the parent adds p when F_j runs);
+- ``profile_*``: the correction rows of section 1.4 (m_i, inputs already read for the last time,
+  outputs not computed yet), dominated rows dropped;
+- ``dep``: interface values (sources or out-data) the backward part reads before recomputing them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from remat_models.core.graph import Graph
+from remat_models.core.schedule import Compute, Schedule, eager_frees
+from remat_models.formulations.hilp.local import LocalGraph
+
+Profile = tuple[tuple[int, tuple[int, ...], tuple[int, ...]], ...]  # (m_i, freed inputs, pending outputs)
+
+
+@dataclass(frozen=True)
+class ClusterOption:
+    """One option of a cluster, in its representative's local indices."""
+
+    fwd: tuple[int, ...]
+    bwd: tuple[int, ...]
+    phantom: int
+    m_fwd: int
+    m_bwd: int
+    dep: tuple[int, ...]
+    peak: int  # simulated peak of the whole local run (interfaces included)
+    profile_fwd: Profile = ()
+    profile_bwd: Profile = ()
+
+
+@dataclass(frozen=True)
+class FastForward:
+    """The ``ff`` part of a cluster: V in order keeping only the out-data."""
+
+    seq: tuple[int, ...]
+    m_fwd: int
+    profile: Profile = ()
+
+
+@dataclass
+class _Step:
+    phase: str
+    node: int
+    internal: int
+    reads: list[int]
+
+
+def _local_run(lg: LocalGraph, fwd: list[int], bwd: list[int]) -> list[int]:
+    outgrads = list(range(lg.loss + 1, int(lg.backward[0]) if lg.backward.size else lg.graph.n))
+    return [*range(lg.n_in), *fwd, lg.loss, *outgrads, *bwd]
+
+
+def _walk(lg: LocalGraph, seq: list[int], phases: list[str]) -> tuple[list[_Step], Schedule, int]:
+    """Eager-free run of ``seq``: per compute step its phase and internal bytes; the schedule; the peak."""
+    g: Graph = lg.graph
+    schedule = eager_frees(g, seq)
+    mem, ws = g.mem.tolist(), g.workspace.tolist()
+    out_data = set(lg.out_data.tolist())
+    in_grads = set(g.outputs.tolist()) & set(lg.backward.tolist())
+    resident: dict[int, bool] = {}  # value -> its copy is an interface copy
+    in_use = interface = peak = 0
+    steps: list[_Step] = []
+    for step in schedule.steps:
+        v = step.node
+        if not isinstance(step, Compute):
+            interface -= mem[v] if resident.pop(v) else 0
+            in_use -= mem[v]
+            continue
+        phase = phases[len(steps)]
+        reads = [u for u in g.preds(v).tolist() if resident.get(u)]  # interface copies read
+        flag = phase in ("pre", "og") or (phase == "fwd" and v in out_data) or (phase == "bwd" and v in in_grads)
+        during = in_use + mem[v] + ws[v]
+        peak = max(peak, during)
+        steps.append(_Step(phase, v, during - interface - (mem[v] if flag else 0), reads))
+        resident[v] = flag
+        in_use += mem[v]
+        interface += mem[v] if flag else 0
+    return steps, schedule, peak
+
+
+def _profile(lg: LocalGraph, steps: list[_Step], inputs: set[int], outputs: set[int], shift: int) -> Profile:
+    """Correction rows of a part (spec 1.4): per distinct (freed inputs, pending outputs), the largest m_i."""
+    last_read: dict[int, int] = {}
+    first_computed: dict[int, int] = {}
+    for i, step in enumerate(steps):
+        for u in step.reads:
+            if u in inputs:
+                last_read[u] = i
+        if step.node in outputs:
+            first_computed.setdefault(step.node, i)
+    best: dict[tuple[tuple[int, ...], tuple[int, ...]], int] = {}
+    for i, step in enumerate(steps):
+        freed = tuple(sorted(d for d in inputs if last_read.get(d, -1) < i))
+        pending = tuple(sorted(d for d in outputs if first_computed.get(d, len(steps)) > i))
+        key = (freed, pending)
+        best[key] = max(best.get(key, step.internal - shift), step.internal - shift)
+    rows = [(m, f, g) for (f, g), m in best.items()]
+    kept = [
+        r
+        for r in rows
+        if not any(o is not r and o[0] >= r[0] and set(o[1]) <= set(r[1]) and set(o[2]) <= set(r[2]) for o in rows)
+    ]
+    return tuple(sorted(kept))
+
+
+def measure(lg: LocalGraph, fwd: list[int], bwd: list[int]) -> ClusterOption:
+    """Measure the option (fwd, bwd) of ``lg`` (local indices) by one eager-free run."""
+    seq = _local_run(lg, fwd, bwd)
+    n_og = len(seq) - len(bwd) - lg.n_in - len(fwd) - 1
+    phases = ["pre"] * lg.n_in + ["fwd"] * len(fwd) + ["loss"] + ["og"] * n_og + ["bwd"] * len(bwd)
+    steps, schedule, peak = _walk(lg, seq, phases)
+    is_v = np.zeros(lg.graph.n, dtype=bool)
+    is_v[lg.forward] = True
+    out_data = set(lg.out_data.tolist())
+    phantom = _phantom(lg, schedule, len(fwd) + lg.n_in, is_v, out_data)
+    fsteps = [s for s in steps if s.phase == "fwd"]
+    bsteps = [s for s in steps if s.phase == "bwd"]
+    dep = {u for s in bsteps for u in s.reads if lg.is_source[u] or u in out_data}
+    in_grads = set(lg.graph.outputs.tolist()) & set(lg.backward.tolist())
+    return ClusterOption(
+        fwd=tuple(fwd),
+        bwd=tuple(bwd),
+        phantom=phantom,
+        m_fwd=max(max((s.internal for s in fsteps), default=0) - phantom, 0),
+        m_bwd=max((s.internal for s in bsteps), default=0),
+        dep=tuple(sorted(dep)),
+        peak=peak,
+        profile_fwd=_profile(lg, fsteps, set(range(lg.n_in)), out_data, phantom),
+        profile_bwd=_profile(lg, bsteps, dep, in_grads, 0),
+    )
+
+
+def _phantom(lg: LocalGraph, schedule: Schedule, loss_index: int, is_v: np.ndarray, out_data: set[int]) -> int:
+    """Bytes of internal V values resident right after the loss step (compute number ``loss_index``) and its frees."""
+    resident: set[int] = set()
+    computes = -1
+    for step in schedule.steps:
+        if isinstance(step, Compute):
+            computes += 1
+            if computes > loss_index:
+                break
+            resident.add(step.node)
+        else:
+            resident.discard(step.node)
+    return int(sum(int(lg.graph.mem[v]) for v in resident if is_v[v] and v not in out_data))
+
+
+def fast_forward(lg: LocalGraph) -> FastForward:
+    """The ff part: V in order, internal values freed as soon as V no longer reads them."""
+    V = lg.forward.tolist()
+    seq = [*range(lg.n_in), *V, lg.loss]
+    steps, _, _ = _walk(lg, seq, ["pre"] * lg.n_in + ["fwd"] * len(V) + ["loss"])
+    fsteps = [s for s in steps if s.phase == "fwd"]
+    profile = _profile(lg, fsteps, set(range(lg.n_in)), set(lg.out_data.tolist()), 0)
+    return FastForward(tuple(V), max((s.internal for s in fsteps), default=0), profile)
+
+
+def base_options(lg: LocalGraph) -> list[ClusterOption]:
+    """Option 0 "autograd" (fwd V, bwd W) and option 1 "recompute" (fwd V, bwd V + W) when V is recomputable."""
+    V, W = lg.forward.tolist(), lg.backward.tolist()
+    options = [measure(lg, V, W)]
+    if W and lg.graph.recomputable[lg.forward].all():
+        options.append(measure(lg, V, V + W))
+    return options

@@ -1,0 +1,449 @@
+"""H-ILP (HiREmate section 3.2.2, App. B) on the abstract model: staged cells, options, phantoms ("fb").
+
+The model of one level (``HGraph``): compute nodes k in phase order (one stage each), each with
+options q; data nodes d with one producer. Blocks, all flat over the cells that can be non-zero:
+
+- ``R[t, q]``: option q of compute node k(q) runs in stage t (t >= k; t == k for a node computed
+  once; a layer's non-ff forward option only at t = F_j or t >= B_j: rockmate's phantom pruning).
+- ``P[t, d]``: d resident when stage t starts (t > its producer).
+- ``FREE[t, d, k]``: d freed after compute node k in stage t (k is d's producer or a reader).
+- ``U[t, k]``: memory just after k runs in stage t, before the frees that follow it.
+
+Rows: every node runs in its stage (V6), at most one option per cell (5), reads resident or
+produced earlier in the stage (D3/D4, Checkmate (1b)), residency only if kept or produced (1c),
+graph outputs kept at the end (V5), frees through the hazard count (Checkmate (7b)/(7c)), the
+"fb" phantom equalities, the U recurrence with phantoms (IF/IB) and the memory rows
+``U + m R <= budget``; for subproblems, ``U <= save`` in the loss stage. With one single-node
+option per node (the flat case) this is Checkmate's staged MILP plus frees right after a producer.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from remat_models.core.graph import Graph
+from remat_models.core.schedule import Schedule
+from remat_models.core.stages import stages_from_schedule
+from remat_models.errors import ConfigurationError
+from remat_models.formulations.base import BuiltModel, FormulationBase
+from remat_models.formulations.checkmate.formulation import byte_gcd, memory_scale
+from remat_models.formulations.hilp.graph import HGraph, build_hgraph
+from remat_models.formulations.hilp.options import HilpOptions
+from remat_models.formulations.rows import Rows, index_of
+from remat_models.formulations.scaling import Units, scale_costs
+from remat_models.model import Model
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class HilpModel(BuiltModel):
+    """The built H-ILP plus the index maps decoding, hints and the peak bound need."""
+
+    hgraph: HGraph
+    options: HilpOptions
+    r_mask: np.ndarray  # (T, Q)
+    p_mask: np.ndarray  # (T, I)
+    u_mask: np.ndarray  # (T, T)
+    opt_node: np.ndarray  # compute node of each option q
+    hazard: Rows
+    memory_step: Rows
+    memory_const: np.ndarray
+    first_cell: np.ndarray
+    memory_rows: Rows  # left-hand sides of every memory row beyond U <= budget
+    mem_scale: float
+
+    def chosen(self, values: Mapping[str, np.ndarray]) -> list[tuple[int, int]]:
+        """(stage, option) of every R cell set, stage by stage, compute node ascending."""
+        R = np.zeros(self.r_mask.shape, dtype=bool)
+        R[self.r_mask] = np.asarray(values["R"]) > 0.5
+        t, q = np.nonzero(R)
+        return list(zip(t.tolist(), q.tolist(), strict=True))
+
+    def sequence(self, values: Mapping[str, np.ndarray]) -> list[int]:
+        """The flattened compute sequence (nodes of the level graph) of a solution."""
+        parts = [p for node_parts in self.hgraph.parts for p in node_parts]
+        return [v for _, q in self.chosen(values) for v in parts[q].seq]
+
+    def peak_bound(self, values: Mapping[str, np.ndarray]) -> float:
+        """The model's memory bound in bytes: max over cells of U + m R."""
+        x = self.model.flatten(values, fill=0.0)
+        during = np.concatenate([np.asarray(values["U"], dtype=np.float64), self.memory_rows.evaluate(x)])
+        return float(during.max()) * self.mem_scale if during.size else 0.0
+
+
+class _LevelByLevel(Model):
+    """The stand-in model of a hierarchical request: it has no rows to export or solve directly."""
+
+    def linear_csr(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Refuse: the hierarchical solve builds one model per cluster and level inside ``Hilp.solve``."""
+        raise ConfigurationError(
+            "hierarchical hilp builds its models level by level while solving; for one model to export or "
+            "inspect use the flat H-ILP (partition=false, -O partition=false)"
+        )
+
+
+@dataclass
+class HilpDeferred(BuiltModel):
+    """A hierarchical ``hilp`` request: the models are built level by level inside ``Hilp.solve``."""
+
+    options: HilpOptions | None = None
+
+
+class HilpLevel(FormulationBase):
+    """H-ILP's model of one level: the flat model of a graph, or a deferred hierarchical request.
+
+    :class:`remat_models.formulations.hilp.formulation.Hilp` adds the hierarchical solve on top.
+    """
+
+    name: ClassVar[str] = "hilp"
+    options_type: ClassVar[type] = HilpOptions
+    default_backend: ClassVar[str] = "highs"
+    integral_option: ClassVar[str | None] = "integral_memory"
+
+    def build(self, graph: Graph, budget: int, options: HilpOptions | Mapping[str, Any] | None = None) -> BuiltModel:
+        """The flat H-ILP of ``graph`` (one single-node option per node), or a deferred hierarchical request."""
+        opts = self.options(options)
+        if opts.hierarchical:
+            placeholder = _LevelByLevel(f"hilp:{graph.name}")
+            return HilpDeferred(placeholder, graph, int(budget), Units(), formulation=self.name, options=opts)
+        loss = next((v for v in graph.order.tolist() if graph.kind[v] == "loss"), None)
+        built = self.build_level(build_hgraph(graph, loss=loss, once=opts.loss_once), budget, opts)
+        built.formulation = self.name
+        return built
+
+    def build_level(
+        self, hgraph: HGraph, budget: int, options: HilpOptions | Mapping[str, Any] | None = None
+    ) -> HilpModel:
+        """The H-ILP of one level under ``budget`` bytes."""
+        return _Builder(hgraph, budget, self.options(options)).build()
+
+    def sequence(self, built: BuiltModel, values: Mapping[str, np.ndarray]) -> list[int | Any]:
+        """Every chosen option's nodes, stage by stage."""
+        return list(_hilp(built).sequence(values))
+
+    def _hints(self, built: BuiltModel, schedule: Schedule) -> dict[str, np.ndarray]:
+        """Values of every block for a staged schedule of a flat model (single-node options)."""
+        hm = _hilp(built)
+        h = hm.hgraph
+        if any(len(p) != 1 or len(p[0].seq) != 1 for p in h.parts):
+            raise ConfigurationError("hilp hints exist for flat models only")
+        order = np.array([p[0].seq[0] for p in h.parts], dtype=np.int64)
+        R, S = stages_from_schedule(hm.graph, order, schedule)
+        if (R & ~hm.r_mask).any():
+            raise ConfigurationError("the schedule uses a cell this hilp model has no variable for")
+        return _assignment(hm, R[hm.r_mask], _p_values(hm, S, order))
+
+
+def _hilp(built: BuiltModel) -> HilpModel:
+    if not isinstance(built, HilpModel):
+        raise ConfigurationError("this hilp request is hierarchical: it has no single model to decode")
+    return built
+
+
+def _p_values(built: HilpModel, S: np.ndarray, order: np.ndarray) -> np.ndarray:
+    position = np.empty(order.size, dtype=np.int64)
+    position[order] = np.arange(order.size)
+    dense = S[:, position[built.hgraph.data_node]]
+    return dense[built.p_mask]
+
+
+def _assignment(built: HilpModel, r: np.ndarray, p: np.ndarray) -> dict[str, np.ndarray]:
+    """Every block's values implied by R and P cells: FREE from the hazard count, U from the recurrence."""
+    m = built.model
+    x = np.zeros(m.num_cols)
+    x[m.block("R").cols] = r
+    x[m.block("P").cols] = p
+    x[m.block("FREE").cols] = built.hazard.evaluate(x) == -1
+    step = built.memory_step.evaluate(x) + built.memory_const
+    total = np.cumsum(step)
+    x[m.block("U").cols] = total - (total[built.first_cell] - step[built.first_cell])
+    return m.split(x)
+
+
+class _Builder:
+    """One build of the H-ILP (a class so each group of rows is a short method)."""
+
+    def __init__(self, h: HGraph, budget: int, opts: HilpOptions) -> None:
+        self.h, self.budget, self.opts = h, budget, opts
+        graph = h.graph
+        self.T = T = h.T
+        self.n_opt = np.array([len(p) for p in h.parts], dtype=np.int64)
+        self.opt_ptr = np.concatenate([[0], np.cumsum(self.n_opt)])
+        self.opt_node = np.repeat(np.arange(T), self.n_opt)
+        parts = [p for node_parts in h.parts for p in node_parts]
+        self.Q = len(parts)
+        self.integral = bool(opts.integral_memory)
+        self.mem_scale, self.capacity = memory_scale(graph, int(budget), integral=self.integral)
+        costs, cost_unit, exact = scale_costs(np.array([p.cost for p in parts]), opts.cost_precision)
+        self.costs = costs.astype(np.float64)
+        self.units = Units(cost_unit=cost_unit, mem_unit=int(byte_gcd(graph)), cost_exact=exact)
+        self.overhead = np.array([p.overhead for p in parts], dtype=np.float64) / self.mem_scale
+        self.phantom = np.array([p.phantom for p in parts], dtype=np.float64) / self.mem_scale
+        self.size = h.size / self.mem_scale
+        t = np.arange(T)[:, None]
+        k = self.opt_node[None, :]
+        fixed_stage = ~(h.recomputable | h.once)
+        self.r_mask = (t >= k) & (~fixed_stage[k] | (t == k))
+        self.ff = np.zeros(self.Q, dtype=bool)
+        for f, b in h.layers:
+            self.ff[self.opt_ptr[f + 1] - 1] = True
+            if b < 0:
+                continue
+            fq = np.arange(self.opt_ptr[f], self.opt_ptr[f + 1] - 1)
+            self.r_mask[:, fq] &= (t == f) | (t >= b)
+            if fixed_stage[f]:
+                self.r_mask[:, fq] &= t == f
+        self.p_mask = np.arange(T)[:, None] > h.producer[None, :]
+        self.u_mask = np.zeros((T, T), dtype=bool)
+        tt, qq = np.nonzero(self.r_mask)
+        self.u_mask[tt, self.opt_node[qq]] = True
+        self.m = Model(f"hilp:{graph.name}")
+
+    # ------------------------------------------------------------------ helpers
+    def cr(self, rows: Rows, tt: np.ndarray, kk: np.ndarray, coef: float | np.ndarray, row_ids: np.ndarray) -> Rows:
+        """Add ``coef * CR[t, k]`` (the sum of k's options at stage t) to the given rows."""
+        tt, kk, row_ids = (np.asarray(a, dtype=np.int64).ravel() for a in (tt, kk, row_ids))
+        coefs = np.broadcast_to(np.asarray(coef, dtype=np.float64), tt.shape)
+        counts = self.n_opt[kk]
+        owner = np.repeat(np.arange(tt.size), counts)
+        offset = np.arange(owner.size) - np.repeat(np.cumsum(counts) - counts, counts)
+        q = self.opt_ptr[kk][owner] + offset
+        return rows.term(self.rid[tt[owner], q], coefs[owner], rows=row_ids[owner])
+
+    def build(self) -> HilpModel:
+        m = self.m
+        R = m.bool_block("R", int(self.r_mask.sum()))
+        P = m.bool_block("P", int(self.p_mask.sum()))
+        self.rid, self.pid = index_of(self.r_mask, R.offset), index_of(self.p_mask, P.offset)
+        self._coverage()
+        self._reads()
+        self._phantom_equalities()
+        hazard, free = self._frees()
+        step, const, first, overhead = self._memory(free)
+        m.set_objective(R.cols, self.costs[np.nonzero(self.r_mask)[1]])
+        log.info("hilp model of %s: %d columns, %d rows, %d nonzeros", self.h.graph.name, m.num_cols, m.num_rows,
+                 m.num_nonzeros)
+        return HilpModel(
+            model=m,
+            graph=self.h.graph,
+            budget=self.budget,
+            units=self.units,
+            hgraph=self.h,
+            options=self.opts,
+            r_mask=self.r_mask,
+            p_mask=self.p_mask,
+            u_mask=self.u_mask,
+            opt_node=self.opt_node,
+            hazard=hazard,
+            memory_step=step,
+            memory_const=const,
+            first_cell=first,
+            memory_rows=overhead,
+            mem_scale=self.mem_scale,
+        )
+
+    def _coverage(self) -> None:
+        """V6 CR[t, t] = 1; (5) CR[t, k] <= 1 for nodes with options; V5 graph outputs resident at the end."""
+        T, h = self.T, self.h
+        diag = np.arange(T)
+        self.cr(Rows(T), diag, diag, 1.0, diag).add_to(self.m, lb=1.0, ub=1.0)
+        tt, kk = np.nonzero(self.u_mask & (self.n_opt > 1)[None, :] & (np.arange(T)[:, None] != np.arange(T)))
+        self.cr(Rows(tt.size), tt, kk, 1.0, np.arange(tt.size)).add_to(self.m, ub=1.0)
+        final = np.flatnonzero(h.final)
+        rows = Rows(final.size).term(self.pid[T - 1, final], 1.0)
+        self.cr(rows, np.full(final.size, T - 1), h.producer[final], 1.0, np.arange(final.size))
+        rows.add_to(self.m, lb=1.0)
+
+    def _reads(self) -> None:
+        """D3/D4: a read value is resident at the stage start or produced earlier in the stage; (1c) residency."""
+        h, T = self.h, self.T
+        kk = np.repeat(np.arange(T), [r.size for r in h.static_reads])
+        dd = np.concatenate(h.static_reads) if T else np.empty(0, np.int64)
+        tt, ee = np.nonzero(self.u_mask[:, kk])
+        k, d = kk[ee], dd[ee]
+        rows = Rows(tt.size)
+        self.cr(rows, tt, k, 1.0, np.arange(tt.size))
+        self.cr(rows, tt, h.producer[d], -1.0, np.arange(tt.size)).term(self.pid[tt, d], -1.0)
+        rows.add_to(self.m, ub=0.0)
+        qq = np.repeat(np.arange(self.Q), [r.size for node in h.part_reads for r in node])
+        dd = np.concatenate([r for node in h.part_reads for r in node] or [np.empty(0, np.int64)])
+        tt, ee = np.nonzero(self.r_mask[:, qq])
+        q, d = qq[ee], dd[ee]
+        rows = Rows(tt.size).term(self.rid[tt, q], 1.0).term(self.pid[tt, d], -1.0)
+        self.cr(rows, tt, h.producer[d], -1.0, np.arange(tt.size)).add_to(self.m, ub=0.0)
+        tt, dd = np.nonzero(self.p_mask)
+        keep = tt >= 1
+        tt, dd = tt[keep], dd[keep]
+        rows = Rows(tt.size).term(self.pid[tt, dd], 1.0).term(self.pid[tt - 1, dd], -1.0)
+        self.cr(rows, tt - 1, h.producer[dd], -1.0, np.arange(tt.size)).add_to(self.m, ub=0.0)
+
+    def _phantom_equalities(self) -> None:
+        """Phantoms "fb": R[B, B, o] = R[F, F, o] + R[B, F, o]; R[t, B, o] = R[t, F, o] for t > B."""
+        for f, b in self.h.layers:
+            if b < 0:
+                continue
+            n_o = int(self.n_opt[b])
+            fq = self.opt_ptr[f] + np.arange(n_o)
+            bq = self.opt_ptr[b] + np.arange(n_o)
+            rows = Rows(n_o).term(self.rid[b, bq], 1.0).term(self.rid[f, fq], -1.0).term(self.rid[b, fq], -1.0)
+            rows.add_to(self.m, lb=0.0, ub=0.0)
+            later = np.arange(b + 1, self.T)
+            tt = np.repeat(later, n_o)
+            oo = np.tile(np.arange(n_o), later.size)
+            rows = Rows(tt.size).term(self.rid[tt, bq[oo]], 1.0).term(self.rid[tt, fq[oo]], -1.0)
+            rows.add_to(self.m, lb=0.0, ub=0.0)
+
+    def _frees(self) -> tuple[Rows, np.ndarray]:
+        """FREE cells for (d, k) with k the producer or a reader of d, and Checkmate's (7b)-(7c)."""
+        h, T = self.h, self.T
+        users: list[set[int]] = [set() for _ in range(h.data_node.size)]
+        for k in range(T):
+            for d in h.static_reads[k].tolist():
+                users[d].add(k)
+            for r in h.part_reads[k]:
+                for d in r.tolist():
+                    users[d].add(k)
+        cells_t, cells_d, cells_k, later_rows, later_t, later_k = [], [], [], [], [], []
+        count = 0
+        for d in range(h.data_node.size):
+            readers = sorted(users[d])
+            for k in [int(h.producer[d]), *readers]:
+                ts = np.flatnonzero(self.u_mask[:, k])
+                if h.final[d]:
+                    ts = ts[ts < T - 1]
+                if ts.size == 0:
+                    continue
+                cells_t.append(ts)
+                cells_d.append(np.full(ts.size, d))
+                cells_k.append(np.full(ts.size, k))
+                for k2 in readers:
+                    if k2 <= k:
+                        continue
+                    hit = np.flatnonzero(self.u_mask[ts, k2])
+                    later_rows.append(count + hit)
+                    later_t.append(ts[hit])
+                    later_k.append(np.full(hit.size, k2))
+                count += ts.size
+        cat = lambda parts: np.concatenate(parts) if parts else np.empty(0, np.int64)  # noqa: E731
+        tt, dd, kk = cat(cells_t), cat(cells_d), cat(cells_k)
+        lr, lt, lk = cat(later_rows), cat(later_t), cat(later_k)
+        F = tt.size
+        block = self.m.bool_block("FREE", F)
+        nxt = np.minimum(tt + 1, T - 1)
+        p_next = np.where(tt + 1 < T, self.pid[nxt, dd], -1)
+        hazard = Rows(F).term(p_next, 1.0)
+        self.cr(hazard, tt, kk, -1.0, np.arange(F))
+        self.cr(hazard, lt, lk, 1.0, lr)
+        kappa = 1.0 + (p_next >= 0) + np.bincount(lr, minlength=F)
+        Rows(F).term(block.cols, 1.0).extend(hazard).add_to(self.m, lb=0.0)
+        Rows(F).term(block.cols, kappa).extend(hazard).add_to(self.m, ub=kappa - 1.0)
+        return hazard, np.stack([tt, dd, kk], axis=1)
+
+    def _memory(self, free: np.ndarray) -> tuple[Rows, np.ndarray, np.ndarray, Rows]:
+        """U recurrence with produced bytes, frees, phantoms (IF/IB, SP in "fb" form); memory and save rows."""
+        h, T = self.h, self.T
+        cells = int(self.u_mask.sum())
+        cap = self.capacity
+        U = (self.m.int_block if self.integral else self.m.cont_block)("U", cells, 0, cap)
+        uid = index_of(self.u_mask)
+        stage, node = np.nonzero(self.u_mask)
+        first_flag = np.ones(cells, dtype=bool)
+        first_flag[1:] = stage[1:] != stage[:-1]
+        cell = np.arange(cells)
+        first = np.maximum.accumulate(np.where(first_flag, cell, 0))
+        stage_first = np.full(T, -1, dtype=np.int64)
+        stage_first[stage[first_flag]] = cell[first_flag]
+        produced = np.bincount(h.producer, weights=self.size, minlength=T)
+        step = Rows(cells)
+        self.cr(step, stage, node, produced[node], cell)
+        tt, qq = np.nonzero(self.r_mask)
+        step.term(self.rid[tt, qq], self.phantom[qq], rows=uid[tt, self.opt_node[qq]])
+        pt, pd = np.nonzero(self.p_mask)
+        step.term(self.pid[pt, pd], self.size[pd], rows=stage_first[pt])
+        for f, b in h.layers:  # SP[t] = R[F, F, o] for F < t <= B
+            if b < 0:
+                continue
+            fq = np.arange(self.opt_ptr[f], self.opt_ptr[f + 1] - 1)
+            ts = np.arange(f + 1, b + 1)
+            tq, oq = np.repeat(ts, fq.size), np.tile(fq, ts.size)
+            step.term(self.rid[f, oq], self.phantom[oq], rows=stage_first[tq])
+        ft, fd, fk = free.T
+        after = uid[ft, fk] + 1
+        same = after < cells
+        same[same] = stage[after[same]] == ft[same]
+        step.term(self.m.block("FREE").cols[same], -self.size[fd[same]], rows=after[same])
+        const = np.where(first_flag, h.graph.fixed_mem / self.mem_scale, 0.0)
+        previous = np.where(first_flag, -1, U.cols - 1)
+        Rows(cells).term(U.cols, 1.0).term(previous, -1.0).extend(step, -1.0).add_to(self.m, lb=const, ub=const)
+        on = self.opts.correction != "off"
+        corrected = np.array([bool(p.profile) and on for node in h.parts for p in node])
+        node_corrected = np.zeros(T, dtype=bool)
+        node_corrected[self.opt_node[corrected]] = True
+        plain = ~node_corrected[self.opt_node[qq]]
+        cell_of = uid[tt, self.opt_node[qq]]
+        heavy = np.flatnonzero(np.bincount(cell_of[plain], weights=self.overhead[qq[plain]] > 0, minlength=cells))
+        pick = np.full(cells, -1)
+        pick[heavy] = np.arange(heavy.size)
+        keep = plain & (pick[cell_of] >= 0)
+        rows = Rows(heavy.size).term(U.cols[heavy], 1.0)
+        rows.term(self.rid[tt[keep], qq[keep]], self.overhead[qq[keep]], rows=pick[cell_of[keep]])
+        overhead = self._corrections(rows, uid, U, free, np.flatnonzero(corrected))
+        overhead.add_to(self.m, ub=cap)
+        if self.opts.save is not None and h.loss >= 0:
+            in_loss = np.flatnonzero(stage == h.loss)
+            g = byte_gcd(h.graph)
+            save = (int(self.opts.save) // g + (0.0 if self.integral else 0.5)) * g / self.mem_scale
+            Rows(in_loss.size).term(U.cols[in_loss], 1.0).add_to(self.m, ub=save)
+        return step, const, first, overhead
+
+    def _corrections(self, rows: Rows, uid: np.ndarray, U: Any, free: np.ndarray, options: np.ndarray) -> Rows:
+        """Append the rows (10c) of every corrected option to ``rows`` (a new batch with the extra rows)."""
+        h = self.h
+        parts = [p for node in h.parts for p in node]
+        data_id = {int(v): d for d, v in enumerate(h.data_node.tolist())}
+        ft, fd, fk = free.T
+        free_cols = self.m.block("FREE").cols
+        free_at: dict[tuple[int, int], np.ndarray] = {}
+        order = np.lexsort((ft, fk, fd))
+        keys = fd[order] * self.T + fk[order]
+        bounds = np.flatnonzero(np.diff(keys)) + 1
+        for chunk in np.split(order, bounds) if order.size else []:
+            col = np.full(self.T, -1, dtype=np.int64)
+            col[ft[chunk]] = free_cols[chunk]
+            free_at[(int(fd[chunk[0]]), int(fk[chunk[0]]))] = col
+        r0, c0, v0 = rows.arrays()
+        all_r, all_c, all_v = [r0], [c0], [v0]
+        count = rows.count
+        none = np.full(self.T, -1, dtype=np.int64)
+        for q in options.tolist():
+            k = int(self.opt_node[q])
+            ts = np.flatnonzero(self.r_mask[:, q])
+            if ts.size == 0:
+                continue
+            for m_i, freed, pending in parts[q].profile:
+                ids = count + np.arange(ts.size)
+                pend = sum(float(self.size[data_id[v]]) for v in pending)
+                all_r += [ids, ids]
+                all_c += [U.cols[uid[ts, k]], self.rid[ts, q]]
+                all_v += [np.ones(ts.size), np.full(ts.size, m_i / self.mem_scale - pend)]
+                for v in freed:
+                    d = data_id[v]
+                    cols = free_at.get((d, k), none)[ts]
+                    ok = cols >= 0
+                    all_r.append(ids[ok])
+                    all_c.append(cols[ok])
+                    all_v.append(np.full(int(ok.sum()), -float(self.size[d])))
+                count += ts.size
+        result = Rows(count)
+        return result.term(np.concatenate(all_c), np.concatenate(all_v), rows=np.concatenate(all_r))
+
+
+HILP_LEVEL = HilpLevel()
+
+__all__ = ["HILP_LEVEL", "HilpDeferred", "HilpLevel", "HilpModel", "HilpOptions"]

@@ -1,0 +1,85 @@
+"""Options of the ``hilp`` formulation: the model of one level and the hierarchical solve (docs/hilp.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from remat_models.core.limits import check_time_limit
+from remat_models.errors import ConfigurationError
+from remat_models.formulations.base import options_of
+from remat_models.formulations.scaling import DEFAULT_PRECISION
+
+CORRECTIONS = ("top", "all", "off")
+PARTITION_KEYS = ("max_leaf", "max_top", "alpha")
+
+
+@dataclass(frozen=True)
+class HilpOptions:
+    """H-ILP options: one flat model, or H-Partition, cluster options bottom-up and H-ILP at the top.
+
+    ``partition`` False/None: one flat model; True (default) or a mapping of ``max_leaf``/
+    ``max_top``/``alpha``: the hierarchical solve.
+
+    Defaults follow the spec's CPU profile (section 3.3): M^l = 12, M^t = 20, a 3 x 3 budget grid
+    per distinct cluster, 30 s per option ILP. ``correction``: the corrected memory rows (10c) at
+    the "top" level only (the paper), at "all" levels, or "off". ``integral_memory`` None follows
+    the backend (integers where it takes no continuous columns).
+    """
+
+    integral_memory: bool | None = None
+    cost_precision: float = DEFAULT_PRECISION
+    loss_once: bool = True
+    save: int | None = None  # bytes: cap on memory in the loss stage (cluster subproblems)
+    correction: str = "top"
+    partition: Any = True
+    max_leaf: int = 12
+    max_top: int = 20
+    alpha: float = 0.5
+    identical: str = "exact"  # or "shape": identical clusters up to costs
+    nb_peak: int = 3
+    nb_save: int = 3
+    max_options: int = 100
+    level_time_limit: float = 30.0
+    options_time_limit: float | None = None  # all option ILPs together (None: a share of the total limit)
+
+    def validated(self) -> HilpOptions:
+        """Self with a ``partition`` mapping folded into the fields, after range checks."""
+        value = self
+        if isinstance(self.partition, Mapping):
+            unknown = sorted(set(self.partition) - set(PARTITION_KEYS))
+            if unknown:
+                raise ConfigurationError(f"unknown hilp partition key(s) {unknown}; known: {list(PARTITION_KEYS)}")
+            value = replace(self, partition=True, **dict(self.partition))
+        elif self.partition not in (True, False, None):
+            raise ConfigurationError(f"hilp partition must be true, false or a mapping, got {self.partition!r}")
+        if value.correction not in CORRECTIONS:
+            choices = ", ".join(CORRECTIONS)
+            raise ConfigurationError(f"hilp correction must be one of {choices}, got {value.correction!r}")
+        if value.identical not in ("exact", "shape"):
+            raise ConfigurationError(f"hilp identical must be 'exact' or 'shape', got {value.identical!r}")
+        if value.max_leaf < 2 or value.max_top < 1 or value.nb_peak < 1 or value.nb_save < 1 or value.max_options < 1:
+            raise ConfigurationError(
+                "hilp needs max_leaf >= 2, max_top >= 1, nb_peak >= 1, nb_save >= 1, max_options >= 1"
+            )
+        if not 0.0 < value.cost_precision < 1.0:
+            raise ConfigurationError(f"hilp cost_precision must lie in (0, 1), got {value.cost_precision}")
+        check_time_limit(value.level_time_limit, "hilp level_time_limit")
+        check_time_limit(value.options_time_limit, "hilp options_time_limit")
+        return value
+
+    @property
+    def hierarchical(self) -> bool:
+        """Whether the solve partitions the graph (False: one flat model)."""
+        return bool(self.partition)
+
+    @classmethod
+    def of(cls, options: HilpOptions | Mapping[str, Any] | None) -> HilpOptions:
+        """From an instance, a mapping of field names or None; unknown names are errors."""
+        return options_of(cls, options, "hilp")
+
+
+def option_names() -> list[str]:
+    """Every hilp option name."""
+    return [f.name for f in fields(HilpOptions)]

@@ -1,0 +1,326 @@
+"""The hierarchical solver (HiREmate section 3.2.1): cluster options bottom-up, then H-ILP at the top.
+
+Time limits: each option ILP gets ``level_time_limit``; with a total limit (``SolveLimits.time_limit``)
+option ILPs stop after ``options_time_limit`` (default 60 % of the total; the base options always
+exist) and the top ILP gets what is left (at least 1 s). Within the options time, each distinct cluster
+(children first) gets an even share of what is left over the clusters left, so one hard ILP cannot
+starve the rest: a cluster stops its grid of ILPs at the end of its share.
+
+For every distinct cluster (by canonical key, ``identical="exact"`` or ``"shape"``), children
+first: base options (autograd, recompute; no ILP), then H-ILP solves of the cluster's local graph
+over a grid of (peak, save) budgets, each decoded, split at the virtual loss and measured. The top
+level is one H-ILP over the graph with the top clusters as layers. Its compute sequence is freed
+eagerly and re-simulated: the returned schedule's peak is the simulator's, never the model's.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from remat_models.backends import SolveLimits, SolveStatus, get_backend
+from remat_models.core.graph import Graph, NodeKind
+from remat_models.core.schedule import Schedule, SimulationResult, eager_frees, simulate
+from remat_models.errors import BudgetInfeasibleError
+from remat_models.formulations.hilp.alternatives import (
+    ClusterOption,
+    FastForward,
+    Profile,
+    base_options,
+    fast_forward,
+    measure,
+)
+from remat_models.formulations.hilp.backward import backward_sets
+from remat_models.formulations.hilp.graph import LayerSpec, Part, build_hgraph
+from remat_models.formulations.hilp.layers import pair_layers
+from remat_models.formulations.hilp.level import HILP_LEVEL, HilpModel
+from remat_models.formulations.hilp.local import LocalGraph, local_graph
+from remat_models.formulations.hilp.options import HilpOptions
+from remat_models.formulations.hilp.partition import Cluster, Partition, PartitionOptions, h_partition
+from remat_models.model import constructs
+
+log = logging.getLogger(__name__)
+
+
+HierarchyOptions = HilpOptions  # the hierarchical solve takes the formulation's options
+OPTIONS_SHARE = 0.6  # of a total time limit, what option ILPs may use (the top level gets the rest)
+MIN_ILP_SECONDS = 0.5  # the least time an option ILP gets under a total limit
+
+
+def _partition_options(opts: HilpOptions) -> PartitionOptions:
+    return PartitionOptions(max_leaf=opts.max_leaf, max_top=opts.max_top, alpha=opts.alpha)
+
+
+@dataclass
+class HierarchicalResult:
+    """The top-level outcome, the simulated schedule, and every ILP solved (level, seconds, status)."""
+
+    status: SolveStatus
+    schedule: Schedule | None
+    simulation: SimulationResult | None
+    objective: float | None
+    bound: float | None
+    partition: Partition
+    ilp_times: list[tuple[str, float, str]] = field(default_factory=list)
+    top: HilpModel | None = None
+    top_solve_time: float = 0.0
+    model_peak: float | None = None
+
+    @property
+    def ilps(self) -> int:
+        """Number of ILPs solved (option ILPs and the top one)."""
+        return len(self.ilp_times)
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-ready numbers."""
+        clusters = self.partition.clusters()
+        return {
+            "depth": self.partition.depth,
+            "clusters": len(clusters),
+            "top_nodes": len(self.partition.top),
+            "ilps": self.ilps,
+            "ilp_time_s": float(sum(t for _, t, _ in self.ilp_times)),
+            "top_solve_time_s": self.top_solve_time,
+        }
+
+
+@dataclass
+class _Solved:
+    """A representative cluster's local graph and options (local indices)."""
+
+    local: LocalGraph
+    options: list[ClusterOption]
+    ff: FastForward
+
+
+class HierarchicalSolver:
+    """One hierarchical solve of a graph under a budget on a backend."""
+
+    def __init__(
+        self,
+        graph: Graph,
+        budget: int,
+        backend: str = "highs",
+        options: HilpOptions | Mapping[str, Any] | None = None,
+        limits: SolveLimits | None = None,
+    ) -> None:
+        self.graph, self.budget, self.backend = graph, int(budget), backend
+        self.opts = HilpOptions.of(options)
+        self.limits = limits or SolveLimits()
+        self.solver = get_backend(backend)
+        self.integral = constructs.CONTINUOUS not in self.solver.native_constructs
+        self.owner = pair_layers(graph)
+        self.backward: dict[Cluster, np.ndarray] = {}  # W of every cluster, set by run()
+        self.solved: dict[str, _Solved] = {}
+        self.key_of: dict[Cluster, str] = {}
+        self.locals: dict[Cluster, LocalGraph] = {}
+        self.ilp_times: list[tuple[str, float, str]] = []
+        self.deadline: float | None = None
+        self.unsolved: set[str] = set()  # keys of the clusters with a backward part whose options are not solved
+
+    # ------------------------------------------------------------------ helpers
+    def _local(self, cluster: Cluster) -> LocalGraph:
+        if cluster not in self.locals:
+            forward = np.array(cluster.nodes, dtype=np.int64)
+            self.locals[cluster] = local_graph(self.graph, forward, self.backward[cluster])
+        return self.locals[cluster]
+
+    def _solve(self, built: HilpModel, time_limit: float | None, label: str) -> Any:
+        limits = replace(self.limits, time_limit=time_limit, log=False)
+        result = self.solver.solve(built.model, limits)
+        self.ilp_times.append((label, float(result.wall_time), result.status.value))
+        return result
+
+    def layer(self, cluster: Cluster, level_index: dict[int, int]) -> LayerSpec:
+        """The layer of ``cluster`` at a level whose nodes are ``level_index`` (global id -> level index)."""
+        solved = self.solved[self.key_of[cluster]]
+        gid = self._local(cluster).gid
+        cost = self.graph.cost
+
+        def seq(local: tuple[int, ...]) -> tuple[int, ...]:
+            return tuple(level_index[int(gid[i])] for i in local)
+
+        def total(local: tuple[int, ...]) -> float:
+            return float(cost[gid[list(local)]].sum()) if local else 0.0
+
+        def profile(rows: Profile) -> Profile:
+            return tuple((m, seq(freed), seq(pending)) for m, freed, pending in rows)
+
+        picked = solved.options
+        fwd = tuple(Part(seq(o.fwd), total(o.fwd), o.m_fwd, o.phantom, (), profile(o.profile_fwd)) for o in picked)
+        bwd = tuple(
+            Part(seq(o.bwd), total(o.bwd), o.m_bwd, -o.phantom, seq(o.dep), profile(o.profile_bwd)) for o in picked
+        )
+        ff = Part(seq(solved.ff.seq), total(solved.ff.seq), solved.ff.m_fwd, 0, (), profile(solved.ff.profile))
+        members = [*cluster.nodes, *self.backward[cluster].tolist()]
+        return LayerSpec(
+            forward=tuple(level_index[v] for v in cluster.nodes),
+            backward=tuple(level_index[int(v)] for v in self.backward[cluster]),
+            fwd=fwd,
+            bwd=bwd if solved.local.backward.size else (),
+            ff=ff,
+            recomputable=bool(self.graph.recomputable[members].all()),
+        )
+
+    # ------------------------------------------------------------------ options
+    def solve_cluster(self, cluster: Cluster) -> None:
+        """Options of ``cluster`` (its sub-clusters first), stored once per canonical key."""
+        for member in cluster.members:
+            if isinstance(member, Cluster):
+                self.solve_cluster(member)
+        lg = self._local(cluster)
+        key = lg.key(self.opts.identical)
+        self.key_of[cluster] = key
+        if key in self.solved:
+            return
+        options = base_options(lg)
+        self.solved[key] = _Solved(lg, options, fast_forward(lg))
+        if lg.backward.size == 0:
+            return
+        self.unsolved.discard(key)
+        cluster_deadline = self._cluster_deadline()
+        subs = [m for m in cluster.members if isinstance(m, Cluster)]
+        index = {int(g): i for i, g in enumerate(lg.gid.tolist()) if g >= 0}
+        for sub in subs:  # the children's layers refer to this local graph by its own ids
+            self.key_of.setdefault(sub, self._local(sub).key(self.opts.identical))
+        layers = [self.layer(sub, index) for sub in subs]
+        layers = self._select(layers, budget=None)
+        hg = build_hgraph(lg.graph, layers, loss=lg.loss)
+        interface = int(lg.graph.mem[: lg.n_in].sum() + lg.graph.mem[lg.out_data].sum())
+        low = max(lg.graph.lower_bound, interface)
+        high = max(o.peak for o in options)
+        seen = {(o.fwd, o.bwd) for o in options}
+        for peak in np.unique(np.linspace(low, high, self.opts.nb_peak).astype(np.int64)):
+            for save in np.unique(np.linspace(interface, peak, self.opts.nb_save).astype(np.int64))[::-1]:
+                if cluster_deadline is not None and time.perf_counter() > cluster_deadline:  # never past the deadline
+                    return
+                correct = "all" if self.opts.correction == "all" else "off"
+                opts = {"integral_memory": self.integral, "save": int(save), "correction": correct}
+                built = HILP_LEVEL.build_level(hg, int(peak), opts)
+                limit = self.opts.level_time_limit
+                if cluster_deadline is not None:
+                    limit = max(MIN_ILP_SECONDS, min(limit, cluster_deadline - time.perf_counter()))
+                result = self._solve(built, limit, f"cluster@{lg.graph.name}")
+                if not result.has_solution:
+                    break
+                fwd, bwd = _split(lg, built.sequence(result.values))
+                if (fwd, bwd) not in seen and _once_ok(lg, fwd, bwd):
+                    seen.add((fwd, bwd))
+                    options.append(measure(lg, list(fwd), list(bwd)))
+
+    def _cluster_deadline(self) -> float | None:
+        """When this cluster's option ILPs stop: an even share of the options time left over the clusters left.
+
+        Clusters whose ILPs finish early leave their time to the ones after them (parents, larger).
+        """
+        if self.deadline is None:
+            return None
+        now = time.perf_counter()
+        return now + max(0.0, self.deadline - now) / (1 + len(self.unsolved))
+
+    def _select(self, layers: list[LayerSpec], budget: int | None) -> list[LayerSpec]:
+        """At most ``max_options`` options in all, split by |V|; farthest-point on the phantom from option 0."""
+        sizes = np.array([len(layer.forward) for layer in layers], dtype=np.float64)
+        if not layers:
+            return layers
+        quota = np.maximum(1, np.floor(self.opts.max_options * sizes / sizes.sum())).astype(int)
+        picked = []
+        for layer, cap in zip(layers, quota, strict=True):
+            p = np.array([part.phantom for part in layer.fwd], dtype=np.float64)
+            keep = [i for i in range(p.size) if budget is None or p[i] <= budget] or [0]
+            chosen = [keep[0]]
+            while len(chosen) < min(cap, len(keep)):
+                rest = [i for i in keep if i not in chosen]
+                far = max(rest, key=lambda i: min(abs(p[i] - p[j]) for j in chosen))
+                chosen.append(far)
+            chosen.sort()
+            fwd = tuple(layer.fwd[i] for i in chosen)
+            bwd = tuple(layer.bwd[i] for i in chosen) if layer.bwd else ()
+            picked.append(LayerSpec(layer.forward, layer.backward, fwd, bwd, layer.ff, layer.recomputable))
+        return picked
+
+    # ---------------------------------------------------------------------- top
+    def run(self, init: Schedule | None = None) -> HierarchicalResult:
+        """Partition, options bottom-up, top-level H-ILP; the schedule is eagerly freed and simulated."""
+        if self.budget < self.graph.lower_bound:
+            raise BudgetInfeasibleError(
+                f"budget {self.budget} B is below the lower bound {self.graph.lower_bound} B of {self.graph.name!r}",
+                budget=self.budget,
+                lower_bound=self.graph.lower_bound,
+            )
+        started = time.perf_counter()
+        partition = h_partition(self.graph, _partition_options(self.opts))
+        self.backward = backward_sets(self.graph, partition, self.owner)
+        total = self.limits.time_limit
+        if self.opts.options_time_limit is not None:
+            self.deadline = started + self.opts.options_time_limit
+        elif total is not None:
+            self.deadline = started + OPTIONS_SHARE * total
+        self.unsolved = {
+            self._local(c).key(self.opts.identical) for c in partition.clusters() if self._local(c).backward.size
+        }
+        for member in partition.top:
+            if isinstance(member, Cluster):
+                self.solve_cluster(member)
+        index = {v: v for v in range(self.graph.n)}
+        layers = [self.layer(m, index) for m in partition.top if isinstance(m, Cluster)]
+        layers = self._select(layers, self.budget)
+        loss = next((v for v in self.graph.order.tolist() if self.graph.kind[v] == NodeKind.LOSS), None)
+        opts = {"integral_memory": self.integral, "correction": self.opts.correction}
+        built = HILP_LEVEL.build_level(build_hgraph(self.graph, layers, loss=loss), self.budget, opts)
+        top_limit = None if total is None else max(1.0, started + total - time.perf_counter())
+        result = self._solve(built, top_limit, "top")
+        log.info("hilp top of %s: %s after %d ILPs", self.graph.name, result.status.value, len(self.ilp_times))
+        schedule = simulation = objective = model_peak = None
+        if result.has_solution:
+            schedule = eager_frees(self.graph, built.sequence(result.values))
+            simulation = simulate(self.graph, schedule)
+            objective = built.cost(result.objective)
+            model_peak = built.peak_bound(result.values)
+        return HierarchicalResult(
+            status=result.status,
+            schedule=schedule,
+            simulation=simulation,
+            objective=objective,
+            bound=built.cost(result.bound),
+            partition=partition,
+            ilp_times=self.ilp_times,
+            top=built,
+            top_solve_time=float(result.wall_time),
+            model_peak=model_peak,
+        )
+
+
+def _split(lg: LocalGraph, sequence: list[int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """A local compute sequence split at the virtual loss, sources and ``l_C`` dropped."""
+    cut = sequence.index(lg.loss)
+    own = ~lg.is_source
+    own[lg.loss] = False
+    return tuple(v for v in sequence[:cut] if own[v]), tuple(v for v in sequence[cut + 1 :] if own[v])
+
+
+def _once_ok(lg: LocalGraph, fwd: tuple[int, ...], bwd: tuple[int, ...]) -> bool:
+    """Whether every non-recomputable node of the cluster is computed exactly once."""
+    counts = np.bincount(np.array([*fwd, *bwd], dtype=np.int64), minlength=lg.graph.n)
+    fixed = ~lg.graph.recomputable & ~lg.is_source
+    fixed[lg.loss] = False
+    return bool((counts[fixed] == 1).all())
+
+
+def solve_hierarchical(
+    graph: Graph,
+    budget: int,
+    backend: str = "highs",
+    options: HierarchyOptions | Mapping[str, Any] | None = None,
+    limits: SolveLimits | None = None,
+) -> HierarchicalResult:
+    """Plan ``graph`` under ``budget`` bytes with HiREmate: H-Partition, cluster options, top-level H-ILP."""
+    return HierarchicalSolver(graph, budget, backend, options, limits).run()
+
+
+__all__ = ["HierarchicalResult", "HierarchicalSolver", "HierarchyOptions", "solve_hierarchical"]

@@ -1,0 +1,1 @@
+"""Moccasin: retention intervals, its CP model and layout, and its paging part."""

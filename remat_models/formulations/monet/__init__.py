@@ -1,0 +1,1 @@
+"""MONeT: operator implementation selection with checkpointing."""

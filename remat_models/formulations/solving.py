@@ -1,0 +1,98 @@
+"""Formulation solves by name: build (extensions applied), warm-start, solve, decode, re-simulate; approximations.
+
+``plan()`` reaches these through :func:`remat_models.planning.solve.run_formulation` (warm start and fallback).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from remat_models.backends import SolveLimits
+from remat_models.core.graph import Graph
+from remat_models.core.schedule import Schedule
+from remat_models.errors import ConfigurationError
+from remat_models.formulations import (
+    BuiltModel,
+    Extension,
+    SolveOutcome,
+    approximation_options,
+    get_approximation,
+    get_formulation,
+)
+from remat_models.formulations.outcome import jsonable
+
+log = logging.getLogger(__name__)
+
+DEFAULT_LIMITS = SolveLimits()
+
+
+def build_for_backend(
+    graph: Graph,
+    budget: int,
+    formulation: str,
+    backend_spec: str | None = None,
+    options: Any = None,
+    extensions: Sequence[Extension] = (),
+) -> BuiltModel:
+    """Build ``formulation``'s model for ``backend_spec`` (default: the formulation's), extensions applied."""
+    form = get_formulation(formulation)
+    return form.build_for(graph, budget, backend_spec or form.default_backend, options, extensions)  # type: ignore[attr-defined]
+
+
+def solve_model(
+    graph: Graph,
+    budget: int,
+    formulation: str,
+    backend: str | None = None,
+    *,
+    options: Mapping[str, Any] | Any = None,
+    limits: SolveLimits = DEFAULT_LIMITS,
+    init: Schedule | None = None,
+    extensions: Sequence[Extension] = (),
+) -> SolveOutcome:
+    """Build, warm-start from ``init`` if it fits the model's structure, solve, decode; the schedule is simulated.
+
+    ``backend`` defaults to the formulation's own (HiGHS for Checkmate, CP-SAT for Moccasin). Multi-phase
+    formulations (Moccasin) run their own ``solve``; extensions apply in every phase.
+    """
+    form = get_formulation(formulation)
+    backend = backend or form.default_backend
+    started = time.perf_counter()
+    opts = form.warm_options(form.options(options), init)
+    built = form.build_for(graph, budget, backend, opts, extensions)  # type: ignore[attr-defined]
+    build_time = time.perf_counter() - started
+    if limits.time_limit is not None:  # the build counts against the time limit too
+        limits = replace(limits, time_limit=max(1.0, limits.time_limit - build_time))
+    outcome = form.solve(built, backend, limits, init)
+    outcome.build_time = build_time
+    outcome.options = {k: jsonable(v) for k, v in vars(opts).items()}
+    log.info("%s/%s on %s: %s, objective %s", formulation, backend, graph.name, outcome.status.value, outcome.objective)
+    return outcome
+
+
+def approximate(
+    graph: Graph,
+    budget: int,
+    formulation: str,
+    approx: str,
+    backend: str | None = None,
+    *,
+    options: Mapping[str, Any] | None = None,
+    limits: SolveLimits = DEFAULT_LIMITS,
+    extensions: Sequence[Extension] = (),
+) -> SolveOutcome:
+    """Run the approximation ``approx`` of ``formulation`` (e.g. checkmate's ``lp-rounding``)."""
+    function = get_approximation(approx, formulation)
+    known = approximation_options(approx, formulation)
+    unknown = sorted(set(options or {}) - set(known))
+    if unknown:
+        raise ConfigurationError(f"unknown {approx} option(s) {unknown}; known: {known}")
+    backend = backend or get_formulation(formulation).default_backend
+    return function(
+        graph, budget, backend=backend, limits=limits, seed=limits.seed, extensions=extensions, **dict(options or {})
+    )
+

@@ -1,0 +1,56 @@
+"""Planning a graph with operator implementations with a method that does not choose implementations.
+
+Such a method plans the graph's default view (impl 0 everywhere, aux values dropped); its schedule
+is lifted back to the graph and, with ``greedy``, post-optimized by the greedy implementation
+chooser (MONeT's "Checkmate-O"). The result is re-simulated on the full graph.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from remat_models.core.graph import Graph
+from remat_models.core.schedule import input_order_peak, lift_schedule, simulate
+from remat_models.formulations import get_formulation
+from remat_models.heuristics.impl_greedy import greedy_impls
+from remat_models.planning.result import PlanResult, PlanStatus, over_budget_error
+
+
+def supports_impls(formulation: str | None) -> bool:
+    """Whether the formulation called ``formulation`` chooses implementations itself (heuristics do not)."""
+    return formulation is not None and bool(getattr(get_formulation(formulation), "supports_impls", False))
+
+
+def plan_default_view(
+    graph: Graph,
+    budget: int,
+    plan_view: Callable[[Graph], PlanResult],
+    *,
+    greedy: bool,
+    allow_over_budget: bool,
+) -> PlanResult:
+    """``plan_view`` (a plan of any graph, over budget allowed) on the default view, lifted to ``graph``."""
+    result = plan_view(graph.default_view())
+    if result.schedule is None:
+        return replace(result, graph_name=graph.name, graph_hash=graph.content_hash)
+    schedule = lift_schedule(graph, result.schedule)
+    label = result.method
+    if greedy:
+        schedule = greedy_impls(graph, schedule, budget)
+        label = f"{label}+greedy-impls"
+    simulation = simulate(graph, schedule)
+    status = PlanStatus.WITHIN_BUDGET if simulation.fits(budget) else PlanStatus.OVER_BUDGET
+    lifted = replace(
+        result,
+        graph_name=graph.name,
+        graph_hash=graph.content_hash,
+        method=label,
+        reference_peak=input_order_peak(graph),
+        status=status,
+        schedule=schedule,
+        simulation=simulation,
+    )
+    if status is PlanStatus.OVER_BUDGET and not allow_over_budget:
+        raise over_budget_error(lifted)
+    return lifted

@@ -1,0 +1,129 @@
+"""``plan()``: the one entry point of every planning method. Resolve the method, run it, simulate its schedule once."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from remat_models.core.budget import check_budget
+from remat_models.core.graph import Graph
+from remat_models.core.limits import check_count, check_time_limit
+from remat_models.core.schedule import Schedule, input_order_peak, simulate
+from remat_models.core.transfer import transfer_of
+from remat_models.formulations import Extension
+from remat_models.planning.default_view import plan_default_view, supports_impls
+from remat_models.planning.methods import (
+    DEFAULT_METHOD,
+    MethodRef,
+    method_names,
+    methods,
+    parse_method_name,
+    resolve_method,
+    run_method,
+)
+from remat_models.planning.result import MethodRun, PlanResult, PlanStatus, over_budget_error
+
+__all__ = [
+    "DEFAULT_METHOD",
+    "MethodRef",
+    "PlanResult",
+    "PlanStatus",
+    "method_names",
+    "methods",
+    "over_budget_error",
+    "parse_method_name",
+    "plan",
+]
+
+log = logging.getLogger(__name__)
+
+
+def plan(
+    graph: Graph,
+    budget: int,
+    method: str | MethodRef | None = None,
+    *,
+    formulation: str | None = None,
+    backend: str | None = None,
+    approx: str | None = None,
+    time_limit: float | None = None,
+    init: str | Schedule | None = "auto",
+    options: Mapping[str, Any] | None = None,
+    extensions: Sequence[Extension] = (),
+    seed: int = 0,
+    workers: int = 1,
+    allow_over_budget: bool = False,
+    impls: bool = True,
+    solver_options: Mapping[str, Any] | None = None,
+) -> PlanResult:
+    """Plan ``graph`` under ``budget`` bytes with ``method`` (default ``auto``) and return the simulated result.
+
+    ``method`` is a heuristic or portfolio name, ``FORMULATION[/BACKEND]`` or ``FORMULATION/APPROXIMATION``
+    (e.g. ``"checkmate/highs"``, ``"checkmate/lp-rounding"``), or a :class:`MethodRef`; equivalently
+    ``formulation=`` with ``backend=`` (default: the formulation's own) or ``approx=``. ``options`` go to the
+    formulation (or approximation, or FastSA); ``extensions`` add constraints to the formulation's model;
+    ``init`` (a heuristic name or a Schedule) warm-starts a solver: ``"auto"`` (the default) the cheapest
+    fitting fast heuristic, ``"none"`` or None no warm start; a solver never returns worse than its warm start.
+    ``solver_options`` go to the solver itself by its own names, after the ones this project sets; a name the
+    solver rejects raises ConfigurationError. A schedule that does not fit the budget raises
+    BudgetExceededError (carrying the result) unless ``allow_over_budget``, which returns it with status
+    OVER_BUDGET. On a graph with operator implementations, a method that does not choose them plans the
+    default view, then (``impls``) greedily switches steps to cheaper implementations.
+    """
+    check_budget(graph, budget)  # types, range and lower bound, before anything reads the graph
+    time_limit = check_time_limit(time_limit)
+    check_count(seed, "seed", minimum=0)
+    ref = resolve_method(method, formulation, backend, approx)
+    arguments: dict[str, Any] = dict(
+        time_limit=time_limit,
+        init=init,
+        options=options,
+        extensions=extensions,
+        seed=seed,
+        workers=workers,
+        solver_options=solver_options,
+    )
+    if graph.impl_table is not None and not (impls and supports_impls(ref.formulation)):
+        if isinstance(init, Schedule):
+            log.warning("warm start dropped: a schedule of the full graph does not fit its default view")
+            arguments["init"] = None
+
+        def plan_view(view: Graph) -> PlanResult:
+            return plan(view, budget, ref, allow_over_budget=True, impls=False, **arguments)
+
+        return plan_default_view(graph, budget, plan_view, greedy=impls, allow_over_budget=allow_over_budget)
+    started = time.perf_counter()
+    run = run_method(ref, graph, budget, **arguments)
+    result = _result(graph, budget, run, time.perf_counter() - started, extensions)
+    if result.status is PlanStatus.OVER_BUDGET and not allow_over_budget:
+        raise over_budget_error(result)
+    return result
+
+
+def _result(graph: Graph, budget: int, run: MethodRun, wall_time: float, extensions: Sequence[Extension]) -> PlanResult:
+    """The run as a PlanResult: its schedule simulated once (reusing the solver's simulation), its status."""
+    simulation = run.simulation
+    if simulation is None and run.schedule is not None:
+        simulation = simulate(graph, run.schedule, transfer_of(extensions))
+    if simulation is not None:
+        status = PlanStatus.WITHIN_BUDGET if simulation.fits(budget) else PlanStatus.OVER_BUDGET
+        log.info(
+            "%s on %s: peak %d (budget %d), TDI %.2f%%", run.label, graph.name, simulation.peak, budget, simulation.tdi
+        )
+    else:
+        status = PlanStatus.INFEASIBLE if run.infeasible else PlanStatus.NO_SCHEDULE
+    return PlanResult(
+        graph_name=graph.name,
+        graph_hash=graph.content_hash,
+        method=run.label,
+        budget=budget,
+        reference_peak=input_order_peak(graph),
+        status=status,
+        schedule=run.schedule,
+        simulation=simulation,
+        wall_time=wall_time,
+        details=run.details,
+        outcome=run.outcome,
+    )

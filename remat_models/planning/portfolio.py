@@ -1,0 +1,142 @@
+"""``auto``: one method for users, a portfolio run in parallel processes; and the default warm start of exact solves.
+
+The portfolio (:mod:`remat_models.planning.portfolio_worker` runs its members) shares one deadline:
+
+- a worker process runs FastSA, then again with the next seeds while a run's time is left and until
+  ``RESTART_PATIENCE`` runs in a row bring no improvement (reporting each improvement);
+- a second one runs Checkmate's MILP on HiGHS on graphs of up to ``CHECKMATE_NODES`` nodes (a share of
+  the time; Moccasin follows unless Checkmate proved its optimum), else Moccasin on CP-SAT; below
+  ``INIT_FASTSA_NODES`` nodes it starts from FastSA's schedule if FastSA reports within ``WAIT_SHARE`` of
+  the limit (else from the fast baselines), from there on from ``auto_init`` (its own short FastSA run),
+  as ``remat solve -f moccasin`` would;
+- this process plans Chen's greedy and the saved-set knapsack meanwhile (milliseconds: the fallbacks).
+
+Each member's schedule is simulated here as it arrives; once an exact member has proved its schedule
+optimal and FastSA's first run has reported (FastSA reorders, so it can beat an optimum of the input
+order), or at the deadline, the workers still running are stopped. ``auto`` returns the cheapest
+schedule within the budget (else the lowest peak) and the best lower bound on cost any member proved.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Mapping
+from multiprocessing.connection import wait
+from typing import Any
+
+from remat_models.core.graph import Graph
+from remat_models.core.schedule import Schedule, SimulationResult, simulate
+from remat_models.heuristics.baselines import BASELINES
+from remat_models.planning.portfolio_worker import Worker
+from remat_models.planning.warm_start import DEFAULT_TIME_LIMIT, INIT_FASTSA_NODES
+
+log = logging.getLogger(__name__)
+
+CHECKMATE_NODES = 150  # Checkmate's MILP (O(n^2) variables) joins the portfolio up to this many nodes
+CHECKMATE_SHARE = 0.6  # of the exact worker's time, before Moccasin
+WAIT_SHARE = 0.25  # of the time limit the exact worker waits for FastSA's schedule as its warm start
+STOP_GRACE = 2.0  # seconds past the deadline before workers still running are stopped
+
+
+def _better(a: SimulationResult, b: SimulationResult | None, budget: int) -> bool:
+    """Whether ``a`` ranks before ``b``: within the budget by cost, else by peak."""
+    if b is None:
+        return True
+    fits_a, fits_b = a.peak <= budget, b.peak <= budget
+    if fits_a != fits_b:
+        return fits_a
+    if fits_a:
+        return (a.total_cost, a.peak) < (b.total_cost, b.peak)
+    return (a.peak, a.total_cost) < (b.peak, b.total_cost)
+
+
+class _Portfolio:
+    """The members' reports: each one's cost, peak, time and bound; the best schedule and the best bound."""
+
+    def __init__(self, graph: Graph, budget: int) -> None:
+        self.graph, self.budget = graph, budget
+        self.best: tuple[str, Schedule, SimulationResult] | None = None
+        self.bound: float | None = None
+        self.members: list[dict[str, Any]] = []
+
+    def offer(self, report: Mapping[str, Any]) -> None:
+        """Record one member's report (``method``, ``schedule`` or None, ``bound``, ``seconds``, ``error``, ``pid``)."""
+        schedule = report.get("schedule")
+        result = None if schedule is None else simulate(self.graph, schedule)
+        member_bound = report.get("bound")
+        self.members.append(
+            {
+                "method": report["method"],
+                "seconds": report.get("seconds"),
+                "process": report.get("pid", os.getpid()),
+                "peak": None if result is None else result.peak,
+                "total_cost": None if result is None else result.total_cost,
+                "bound": member_bound,
+                **({"error": report["error"]} if report.get("error") else {}),
+            }
+        )
+        if member_bound is not None:
+            self.bound = member_bound if self.bound is None else max(self.bound, member_bound)
+        if result is not None and _better(result, None if self.best is None else self.best[2], self.budget):
+            self.best = (report["method"], schedule, result)
+        cost = "no schedule" if result is None else f"peak {result.peak:,} B, cost {result.total_cost:g}"
+        log.info("auto: %s reported %s; best so far: %s", report["method"], cost, self.best and self.best[0])
+
+
+def auto(
+    graph: Graph,
+    budget: int,
+    *,
+    seed: int = 0,
+    time_limit: float | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> tuple[Schedule, dict[str, Any]]:
+    """The portfolio's best schedule and details: each member's cost, peak, time and bound, and the best bound."""
+    total = DEFAULT_TIME_LIMIT if time_limit is None else time_limit
+    deadline = time.monotonic() + total
+    small = graph.n <= CHECKMATE_NODES
+    exact = {"formulations": ["checkmate", "moccasin"] if small else ["moccasin"], "first_share": CHECKMATE_SHARE}
+    wait = WAIT_SHARE * total if graph.n < INIT_FASTSA_NODES else 0.0  # larger: the exact worker runs auto_init
+    jobs = {
+        "fastsa": {"role": "fastsa"},
+        "exact": {"role": "exact", "wait": wait, **exact},
+    }
+    portfolio = _Portfolio(graph, budget)
+    workers = {name: Worker.start(name, graph, budget, seed, deadline, job) for name, job in jobs.items()}
+    try:
+        for name in ("chen-greedy", "knapsack"):  # milliseconds each: the fallbacks
+            t0 = time.perf_counter()
+            schedule = BASELINES[name](graph, budget)
+            portfolio.offer({"method": name, "schedule": schedule, "seconds": time.perf_counter() - t0})
+        _collect(workers, portfolio, deadline + STOP_GRACE, relay=wait > 0)
+    finally:
+        for worker in workers.values():
+            worker.stop()
+    assert portfolio.best is not None
+    name, schedule, result = portfolio.best
+    bound = portfolio.bound
+    gap = None if bound is None or result.peak > budget or not result.total_cost else 1 - bound / result.total_cost
+    log.info("auto on %s: %s chosen, cost %s, bound %s", graph.name, name, result.total_cost, bound)
+    return schedule, {"chosen": name, "bound": bound, "gap": gap, "portfolio": portfolio.members}
+
+
+def _collect(workers: dict[str, Worker], portfolio: _Portfolio, until: float, relay: bool) -> None:
+    """Offer each worker's reports until all are done or ``until``; with ``relay`` FastSA's goes on to the exact one."""
+    live = {worker.conn: worker for worker in workers.values()}
+    proven = False  # an exact member proved its schedule optimal (FastSA may still reorder below it)
+    while live and time.monotonic() < until:
+        for conn in wait(list(live), timeout=max(0.0, until - time.monotonic())):
+            worker = live[conn]  # type: ignore[index]
+            report = worker.receive()
+            if report is None:  # done, or the process died (its stderr says why)
+                del live[conn]
+                continue
+            portfolio.offer(report)
+            proven = proven or bool(report.get("optimal") and report.get("schedule") is not None)
+            if proven and any(m["method"] == "fastsa" for m in portfolio.members):
+                log.info("auto: an optimum is proven (for its fixed order) and FastSA has run; stopping the members")
+                return
+            if relay and report["method"] == "fastsa" and report.get("schedule") is not None:
+                workers["exact"].send({"init": report["schedule"]})

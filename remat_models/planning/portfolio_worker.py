@@ -1,0 +1,197 @@
+"""The worker processes of the ``auto`` portfolio: one member each, reporting schedules over a socket pair.
+
+A worker is ``python -m remat_models.planning.portfolio_worker FD`` (a fresh interpreter: nothing of the caller's
+``__main__`` is imported, so scripts without a ``__main__`` guard are safe). It reads its job (graph, budget,
+seed, deadline on the shared monotonic clock, role) from the connection, sends reports (``method``,
+``schedule``, ``bound``, ``seconds``, ``optimal``, ``error``: one per exact member, one per FastSA
+improvement) and ends with ``{"done": True}``. It ignores Ctrl-C: the parent stops it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from typing import Any
+
+from remat_models.backends import SolveLimits
+from remat_models.core.graph import Graph
+from remat_models.core.schedule import Schedule, simulate
+from remat_models.errors import RematError
+from remat_models.heuristics.registry import run_heuristic
+from remat_models.model import SolveStatus
+from remat_models.planning.result import MethodRun
+from remat_models.planning.solve import run_formulation
+from remat_models.planning.warm_start import auto_init, cheapest_fitting, fast_baselines
+
+log = logging.getLogger(__name__)
+
+FINISH_MARGIN = 1.0  # seconds a member leaves before the deadline to decode and report
+FINISH_SHARE = 0.2  # ... plus this share of the limit (decoding; CP-SAT presolve overshoots on 1M+ variables)
+MAX_RESTARTS = 1000  # FastSA runs (seeds) in one portfolio at most
+RESTART_PATIENCE = 8  # ... and it stops after this many runs in a row without an improvement
+
+
+class Worker:
+    """A running worker process and the parent's end of its connection."""
+
+    def __init__(self, name: str, process: subprocess.Popen[bytes], conn: Connection) -> None:
+        self.name, self.process, self.conn = name, process, conn
+
+    @classmethod
+    def start(cls, name: str, graph: Graph, budget: int, seed: int, deadline: float, job: dict[str, Any]) -> Worker:
+        """Start the worker ``name`` and send it its job."""
+        ours, theirs = socket.socketpair()
+        with theirs:
+            command = [sys.executable, "-m", "remat_models.planning.portfolio_worker", str(theirs.fileno())]
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}  # finds what we found
+            process = subprocess.Popen(command, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, env=env)
+        worker = cls(name, process, Connection(ours.detach()))
+        worker.send({"graph": graph, "budget": budget, "seed": seed, "deadline": deadline, **job})
+        return worker
+
+    def send(self, message: dict[str, Any]) -> None:
+        """Send ``message``; a worker that has already ended is skipped."""
+        try:
+            self.conn.send(message)
+        except OSError:
+            log.debug("auto: worker %s has ended; message dropped", self.name)
+
+    def receive(self) -> dict[str, Any] | None:
+        """The next report, or None once the worker is done (or has died)."""
+        try:
+            message = self.conn.recv()
+        except (EOFError, OSError):
+            log.warning("auto: worker %s ended without finishing (exit %s)", self.name, self.process.poll())
+            return None
+        return None if message.get("done") else message
+
+    def stop(self) -> None:
+        """Stop the process if it still runs and close the connection."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=2.0)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.conn.close()
+
+
+def _seconds_left(job: dict[str, Any], total: float) -> float:
+    return job["deadline"] - time.monotonic() - FINISH_MARGIN - FINISH_SHARE * total
+
+
+def _member(conn: Connection, name: str, call: Callable[[], MethodRun]) -> MethodRun | None:
+    """Run one member and send its report, or its error (a member's failure is not the portfolio's: None)."""
+    started = time.perf_counter()
+    try:
+        report = call()
+    except RematError as error:
+        _send(conn, name, None, error=str(error))
+        return None
+    optimal = report.outcome is not None and report.outcome.status is SolveStatus.OPTIMAL
+    seconds = time.perf_counter() - started
+    _send(conn, report.label, report.schedule, bound=report.details.get("bound"), seconds=seconds, optimal=optimal)
+    return report
+
+
+def _send(
+    conn: Connection,
+    method: str,
+    schedule: Schedule | None,
+    *,
+    bound: float | None = None,
+    seconds: float | None = None,
+    error: str | None = None,
+    optimal: bool = False,
+) -> None:
+    """Send one member's report to the parent (``optimal``: the solver proved the schedule optimal)."""
+    report = {"method": method, "schedule": schedule, "bound": bound, "seconds": seconds, "pid": os.getpid()}
+    conn.send({**report, "optimal": optimal, **({"error": error} if error else {})})
+
+
+def _fastsa(conn: Connection, job: dict[str, Any], total: float) -> None:
+    """FastSA with the job's seed, then with the next seeds while a run's time is left, reporting improvements.
+
+    It stops after ``RESTART_PATIENCE`` runs in a row without one (small graphs: ``auto`` can return early).
+    """
+    graph, budget = job["graph"], job["budget"]
+    best: tuple[bool, float] | None = None  # (over budget, cost) of the best run so far
+    last, since_best = 0.0, 0
+    for restart in range(MAX_RESTARTS):
+        left = _seconds_left(job, total)
+        if left < max(0.5, last) or since_best >= RESTART_PATIENCE:
+            return
+        seed, started = job["seed"] + restart, time.perf_counter()
+        try:
+            schedule, _ = run_heuristic("fastsa", graph, budget, seed=seed, time_limit=left)
+        except RematError as error:
+            _send(conn, "fastsa", None, error=str(error))
+            return
+        last = time.perf_counter() - started
+        result = simulate(graph, schedule)
+        rank = (result.peak > budget, result.total_cost)
+        since_best += 1
+        if best is None or rank < best:
+            best, since_best = rank, 0
+            _send(conn, "fastsa" if restart == 0 else f"fastsa (seed {seed})", schedule, seconds=last)
+
+
+def _exact(conn: Connection, job: dict[str, Any], total: float) -> None:
+    """Start as a plain exact solve would, then solve the formulations in turn, each from the best so far.
+
+    With ``wait`` (small graphs, where FastSA reports within seconds) the start is the cheapest of the fast
+    baselines and the FastSA worker's schedule; else it is ``auto_init``'s (its own short FastSA run), so
+    the exact member never does worse than ``remat solve -f FORMULATION`` with the same time.
+    """
+    graph, budget = job["graph"], job["budget"]
+    if job["wait"] > 0:
+        candidates = fast_baselines(graph, budget)
+        if conn.poll(max(0.0, min(job["wait"], _seconds_left(job, total)))):
+            candidates.append(conn.recv()["init"])
+        start: Schedule | None = cheapest_fitting(graph, budget, candidates)
+    else:
+        start = auto_init(graph, budget, seed=job["seed"], time_limit=total)
+    formulations = job["formulations"]
+    for position, formulation in enumerate(formulations):
+        left = _seconds_left(job, total)
+        if left < 1.0:
+            return
+        share = job["first_share"] if position < len(formulations) - 1 else 1.0
+        limits = SolveLimits(time_limit=max(1.0, share * left), seed=job["seed"])
+
+        def solve(formulation: str = formulation, limits: SolveLimits = limits, init: Any = start) -> MethodRun:
+            return run_formulation(graph, budget, formulation, init=init or "none", limits=limits)
+
+        report = _member(conn, formulation, solve)
+        if report is None:
+            continue
+        if report.outcome is not None and report.outcome.status is SolveStatus.OPTIMAL:
+            return
+        start = cheapest_fitting(graph, budget, [s for s in (start, report.schedule) if s is not None])
+
+
+def main(argv: list[str]) -> None:
+    """Run the job received on the connection whose file descriptor is ``argv[1]``."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    logging.basicConfig(level=logging.WARNING, format="auto worker: %(levelname)s %(message)s")
+    conn = Connection(int(argv[1]))
+    try:
+        job = conn.recv()
+        total = job["deadline"] - time.monotonic()
+        (_fastsa if job["role"] == "fastsa" else _exact)(conn, job, total)
+        conn.send({"done": True})
+    except (EOFError, OSError):  # the parent has gone (stopped or killed): nobody to report to
+        pass
+    os._exit(0)  # skip interpreter teardown (solver threads, numba): the parent has what it needs
+
+
+if __name__ == "__main__":
+    main(sys.argv)

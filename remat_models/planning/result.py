@@ -1,0 +1,99 @@
+"""What planning returns: one ``PlanResult`` (the schedule, its simulation, the solver's typed outcome)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from remat_models.core.schedule import Schedule, SimulationResult
+from remat_models.errors import BudgetExceededError
+from remat_models.formulations.outcome import SolveOutcome
+from remat_models.model import SolveStatus
+
+
+class PlanStatus(StrEnum):
+    """Whether the schedule a method returned fits the budget (as simulated), or why there is none."""
+
+    WITHIN_BUDGET = "within_budget"
+    OVER_BUDGET = "over_budget"
+    INFEASIBLE = "infeasible"  # the solver proved that the model has no solution
+    NO_SCHEDULE = "no_schedule"  # no solution within the limits (or a solver error)
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    """A method's schedule with its simulation, the inputs that produced it and, for a solver, its outcome.
+
+    ``outcome`` is the formulation solve's typed record (status enum, objective, bound, phases) or None for
+    heuristics and portfolios; ``details`` holds the JSON-ready numbers written beside a schedule.
+    """
+
+    graph_name: str
+    graph_hash: str
+    method: str
+    budget: int
+    reference_peak: int
+    status: PlanStatus
+    schedule: Schedule | None
+    simulation: SimulationResult | None
+    wall_time: float
+    details: dict[str, Any] = field(default_factory=dict)
+    outcome: SolveOutcome | None = None
+
+    @property
+    def solver_status(self) -> SolveStatus | None:
+        """The solver's own status (None when no solver ran)."""
+        return None if self.outcome is None else self.outcome.status
+
+    @property
+    def peak_fraction(self) -> float:
+        """Simulated peak as a fraction of the input-order peak (0 without a schedule)."""
+        if self.simulation is None or not self.reference_peak:
+            return 0.0
+        return self.simulation.peak / self.reference_peak
+
+    def metadata(self) -> dict[str, object]:
+        """JSON-ready summary stored beside a schedule on disk."""
+        sim = self.simulation
+        return {
+            "graph_name": self.graph_name,
+            "graph_hash": self.graph_hash,
+            "method": self.method,
+            "budget": self.budget,
+            "status": self.status.value,
+            "peak": None if sim is None else sim.peak,
+            "total_cost": None if sim is None else sim.total_cost,
+            "tdi": None if sim is None else sim.tdi,
+            "recomputations": None if sim is None else sim.recomputations,
+            "wall_time_s": self.wall_time,
+            **self.details,
+        }
+
+
+def over_budget_error(result: PlanResult) -> BudgetExceededError:
+    """The error for a schedule whose simulated peak exceeds its budget (the result rides along)."""
+    assert result.simulation is not None
+    peak = result.simulation.peak
+    return BudgetExceededError(
+        f"{result.method} on {result.graph_name!r}: peak {peak:,} B exceeds the budget {result.budget:,} B "
+        f"by {peak - result.budget:,} B (pass allow_over_budget=True to get the schedule anyway)",
+        peak=peak,
+        budget=result.budget,
+        result=result,
+    )
+
+
+@dataclass(frozen=True)
+class MethodRun:
+    """What running one method gives ``plan()``: its label, schedule (with its simulation when known) and outcome.
+
+    ``infeasible``: the solver proved its model has no solution (and no warm start was returned instead).
+    """
+
+    label: str
+    schedule: Schedule | None
+    details: dict[str, Any] = field(default_factory=dict)
+    outcome: SolveOutcome | None = None
+    simulation: SimulationResult | None = None
+    infeasible: bool = False

@@ -1,0 +1,87 @@
+"""What ``plan()`` runs for a formulation: warm start, solve or approximate, and never return worse than the start."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from remat_models.backends import SolveLimits
+from remat_models.core.graph import Graph
+from remat_models.core.schedule import Schedule, simulate
+from remat_models.formulations import Extension, SolveOutcome, get_formulation
+from remat_models.formulations.solving import DEFAULT_LIMITS, approximate, solve_model
+from remat_models.model import SolveStatus
+from remat_models.planning.result import MethodRun
+from remat_models.planning.warm_start import initial_schedule
+
+log = logging.getLogger(__name__)
+
+
+def run_formulation(
+    graph: Graph,
+    budget: int,
+    formulation: str,
+    *,
+    backend: str | None = None,
+    approx: str | None = None,
+    init: str | Schedule | None = "auto",
+    options: Mapping[str, Any] | None = None,
+    extensions: Sequence[Extension] = (),
+    limits: SolveLimits = DEFAULT_LIMITS,
+) -> MethodRun:
+    """Warm start (``init``), solve or approximate ``formulation``, and keep the warm start if the solver did worse.
+
+    The time limit covers the warm start and the build; a model too large fails before the warm start runs.
+    """
+    started = time.perf_counter()
+    if approx is not None:
+        outcome = approximate(
+            graph, budget, formulation, approx, backend, options=options, limits=limits, extensions=extensions
+        )
+        return _run_of(f"{formulation}/{approx}", graph, budget, outcome, None, init, extensions)
+    check_size = getattr(get_formulation(formulation), "check_size", None)
+    if check_size is not None:
+        check_size(graph, budget, options)
+    start = initial_schedule(graph, budget, init, seed=limits.seed, time_limit=limits.time_limit)
+    if limits.time_limit is not None:  # the warm start's time counts against the limit
+        limits = replace(limits, time_limit=max(1.0, limits.time_limit - (time.perf_counter() - started)))
+    outcome = solve_model(
+        graph, budget, formulation, backend, options=options, limits=limits, init=start, extensions=extensions
+    )
+    return _run_of(f"{formulation}/{outcome.backend}", graph, budget, outcome, start, init, extensions)
+
+
+def _run_of(
+    label: str,
+    graph: Graph,
+    budget: int,
+    outcome: SolveOutcome,
+    start: Schedule | None,
+    init: str | Schedule | None,
+    extensions: Sequence[Extension],
+) -> MethodRun:
+    """The outcome's schedule, or the warm start when it fits and the solver returned nothing cheaper.
+
+    With extensions the warm start is never returned: it need not meet their constraints.
+    """
+    details = {**outcome.summary(), "init": init if isinstance(init, str) else None}
+    run = MethodRun(
+        label,
+        outcome.schedule,
+        details,
+        outcome,
+        simulation=outcome.simulation,
+        infeasible=outcome.status == SolveStatus.INFEASIBLE,
+    )
+    if start is None or extensions:
+        return run
+    initial = simulate(graph, start)
+    found = outcome.simulation
+    if initial.fits(budget) and (found is None or not found.fits(budget) or initial.total_cost < found.total_cost):
+        log.info("%s did not improve on its warm start: returning the warm start", label)
+        details["returned_warm_start"] = True
+        return replace(run, schedule=start, simulation=initial, infeasible=False)
+    return run
