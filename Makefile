@@ -30,6 +30,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check remat_models tests benchmarks
+	$(BIN)/lint-imports  # the layers of docs/architecture.md (contracts in pyproject.toml)
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)

@@ -13,7 +13,7 @@ from remat_models.core.schedule import input_order_peak, simulate
 from remat_models.heuristics.baselines import BASELINES
 from remat_models.io import write_graph
 from remat_models.planning.plan import PlanStatus, parse_method_name, plan
-from remat_models.planning.portfolio import auto_init
+from remat_models.planning.warm_start import auto_init
 
 
 def test_auto_returns_the_best_member_with_a_bound() -> None:
@@ -59,9 +59,12 @@ def test_auto_from_a_script_without_a_main_guard_returns_within_its_limit(tmp_pa
 def test_exact_solves_start_from_a_fitting_heuristic_by_default() -> None:
     graph = tiny_unet()
     budget = budgets(graph)[0]
-    start = auto_init(graph, budget)
+    found = auto_init(graph, budget)
     greedy = simulate(graph, BASELINES["chen-greedy"](graph, budget))
-    assert start is not None and simulate(graph, start).total_cost <= greedy.total_cost
+    assert found is not None
+    start = found.schedule
+    assert simulate(graph, start).total_cost == found.simulation.total_cost and found.simulation.peak <= budget
+    assert simulate(graph, start).total_cost <= greedy.total_cost
     warm = plan(graph, budget, formulation="checkmate", backend="cpsat", time_limit=5)
     assert warm.details["init"] == "auto" and warm.details["warm_start"]
     assert simulate(graph, warm.schedule).total_cost <= simulate(graph, start).total_cost

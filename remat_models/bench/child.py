@@ -58,19 +58,15 @@ def call_method(method: MethodSpec, graph: Any, budget: int, *, seed: int, time_
         if not isinstance(result, PlanResult):
             raise ConfigurationError(f"plug-in {method.plugin} returned {type(result).__name__}, not a PlanResult")
         return result
-    if method.kind == "heuristic":  # only a method-level time limit reaches a heuristic (baselines take none)
-        limit = None if method.time_limit is None else time_limit
-        options = method.options or None
-        return plan(graph, budget, method.name, seed=seed, time_limit=limit, options=options, allow_over_budget=True)
+    ref = method.ref
+    solver_limit = time_limit if ref.is_solver else None  # a heuristic gets a method-level limit only (FastSA: 60 s)
     return plan(
         graph,
         budget,
-        formulation=method.formulation,
-        backend=method.backend,
-        approx=method.approx,
-        time_limit=time_limit,
+        ref,
+        time_limit=solver_limit if method.time_limit is None else time_limit,
         init=method.init,
-        options=method.options,
+        options=method.options or None,
         extensions=make_extensions(method.extensions),
         seed=seed,
         workers=method.workers,

@@ -8,7 +8,7 @@ from typing import Any
 
 from remat_models.errors import ConfigurationError
 from remat_models.extensions.registry import make_extensions
-from remat_models.planning.plan import parse_method_name
+from remat_models.planning.methods import MethodRef, parse_method_name
 
 # Published method families (columns of the reference tables) by our method's identity.
 _HEURISTIC_FAMILIES = {
@@ -62,6 +62,11 @@ class MethodSpec:
         if self.name is not None:
             return "heuristic"
         return "approx" if self.approx else "exact"
+
+    @property
+    def ref(self) -> MethodRef:
+        """The planning method this spec runs (not for plug-ins)."""
+        return MethodRef(method=self.name, formulation=self.formulation, backend=self.backend, approx=self.approx)
 
     def identity(self) -> dict[str, Any]:
         """What makes two runs the same computation (label, paper family and seed list excluded)."""

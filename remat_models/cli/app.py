@@ -15,7 +15,18 @@ from rich.table import Table
 from remat_models.cli.bench import bench_app
 from remat_models.cli.console import make_console, planning_status
 from remat_models.cli.maxbatch import max_batch_command
-from remat_models.cli.options import OptionOption, SolverOptionOption, WithOption, collect_options, solver_options
+from remat_models.cli.options import (
+    AllowanceOption,
+    OptionOption,
+    OrderOption,
+    RetentionOption,
+    SolverOptionOption,
+    UnpartitionedOption,
+    WithOption,
+    collect_options,
+    shortcut_flags,
+    solver_options,
+)
 from remat_models.cli.torch_commands import from_torch, validate
 from remat_models.core.budget import check_budget, parse_budget
 from remat_models.core.graph import Graph
@@ -24,9 +35,9 @@ from remat_models.core.transfer import parse_transfer
 from remat_models.errors import BudgetExceededError, ConfigurationError, RematError
 from remat_models.extensions.registry import make_extensions
 from remat_models.formulations import DEFAULT_FORMULATION, get_formulation
-from remat_models.heuristics.registry import HEURISTICS
 from remat_models.io import GENERATORS, read_graph, read_schedule, write_graph, write_schedule
 from remat_models.io.atomic import check_output
+from remat_models.planning.methods import resolve_method
 from remat_models.planning.plan import PlanResult, methods, parse_method_name, plan
 
 app = typer.Typer(help="Tensor rematerialization planning.", no_args_is_help=True, add_completion=False)
@@ -196,7 +207,8 @@ def solve_command(
     graph_path: GraphPath,
     budget: BudgetOption,
     method: Annotated[
-        str | None, typer.Option("--method", "-m", help="Heuristic method (default chen-greedy).")
+        str | None,
+        typer.Option("--method", "-m", help="Method: a heuristic, auto (the default) or FORMULATION[/BACKEND]."),
     ] = None,
     formulation: Annotated[str | None, typer.Option("--formulation", "-f", help="Exact model, e.g. checkmate.")] = None,
     backend: Annotated[
@@ -215,16 +227,10 @@ def solve_command(
             "heuristic; 'none': no warm start.",
         ),
     ] = None,
-    unpartitioned: Annotated[
-        bool, typer.Option("--unpartitioned", help="Checkmate without stages (small graphs).")
-    ] = False,
-    allowance: Annotated[float, typer.Option("--allowance", help="LP rounding: solve the LP at (1-eps) budget.")] = 0.0,
-    retention: Annotated[
-        int | None, typer.Option("--C", help="Moccasin: retention intervals per node (default 2).")
-    ] = None,
-    order: Annotated[
-        str | None, typer.Option("--order", help="Moccasin: input (stages of the input order) or free.")
-    ] = None,
+    unpartitioned: UnpartitionedOption = False,
+    allowance: AllowanceOption = None,
+    retention: RetentionOption = None,
+    order: OrderOption = None,
     iterations: Annotated[
         str | None, typer.Option("--iterations", help="FastSA: attempts of stage 1 and 2, e.g. 20000000,2000000.")
     ] = None,
@@ -248,56 +254,33 @@ def solve_command(
         check_output(out)  # fail now, not after a long solve
     graph = read_graph(graph_path)
     limit = _resolve_budget(graph, budget)
-    if method is not None and formulation is not None:
-        raise ConfigurationError("give either --method or --formulation, not both")
-    flags = {
-        "--unpartitioned": ("staged", False if unpartitioned else None),
-        "--allowance": ("allowance", allowance or None),
-        "--C": ("C", retention),
-        "--order": ("order", order),
-    }
-    options = collect_options(formulation, approx, flags, option_pairs)
-    if formulation is None and (approx or init or backend or extension_specs or solver_option_pairs):
-        raise ConfigurationError("--backend, --approx, --init, --with and --solver-option need --formulation")
+    if formulation is None and (backend or approx):
+        raise ConfigurationError("--backend and --approx need --formulation")
+    ref = resolve_method(method, formulation, backend, approx)
+    flags = shortcut_flags(unpartitioned, allowance, retention, order)
+    options = collect_options(ref.formulation, ref.approx, flags, option_pairs)
+    if not ref.is_solver and (init or extension_specs or solver_option_pairs):
+        raise ConfigurationError("--init, --with and --solver-option need --formulation")
     if iterations is not None:
-        if formulation is not None:
+        if ref.is_solver:
             raise ConfigurationError("--iterations is an option of heuristic methods (FastSA)")
         options["iterations"] = _iteration_pair(iterations)
-    heuristic = method or "chen-greedy"
-    if formulation is None:
-        label = heuristic
-    else:
-        label = f"{formulation}/{approx or backend or get_formulation(formulation).default_backend}"
     limit_text = "" if time_limit is None else f", time limit {time_limit:g} s"
-    with planning_status(errors, f"planning {graph.name} ({graph.n:,} nodes) with {label}{limit_text}"):
-        if formulation is None:
-            result = plan(
-                graph,
-                limit,
-                heuristic,
-                time_limit=time_limit,
-                options=options,
-                seed=seed,
-                allow_over_budget=True,
-                impls=_impls_flag(impls),
-            )
-        else:
-            result = plan(
-                graph,
-                limit,
-                formulation=formulation,
-                backend=backend,
-                approx=approx,
-                time_limit=time_limit,
-                init=init or "auto",
-                options=options,
-                extensions=make_extensions(extension_specs),
-                seed=seed,
-                workers=workers,
-                allow_over_budget=True,
-                impls=_impls_flag(impls),
-                solver_options=solver_options(solver_option_pairs),
-            )
+    with planning_status(errors, f"planning {graph.name} ({graph.n:,} nodes) with {ref.label}{limit_text}"):
+        result = plan(
+            graph,
+            limit,
+            ref,
+            time_limit=time_limit,
+            init=init or "auto",
+            options=options,
+            extensions=make_extensions(extension_specs),
+            seed=seed,
+            workers=workers,
+            allow_over_budget=True,
+            impls=_impls_flag(impls),
+            solver_options=solver_options(solver_option_pairs),
+        )
     console.print(_results_table(f"{graph_path.name} at {limit:,} B", [result]))
     solver = _solver_table(result)
     if solver is not None:
@@ -342,9 +325,9 @@ def export_command(
         str, typer.Option("--formulation", "-f", help="Model (default: the registry's default).")
     ] = DEFAULT_FORMULATION,
     fmt: Annotated[str | None, typer.Option("--format", help="lp | mps | mzn (default: the file's suffix).")] = None,
-    unpartitioned: Annotated[bool, typer.Option("--unpartitioned", help="Checkmate without stages.")] = False,
-    retention: Annotated[int | None, typer.Option("--C", help="Moccasin: retention intervals per node.")] = None,
-    order: Annotated[str | None, typer.Option("--order", help="Moccasin: input or free.")] = None,
+    unpartitioned: UnpartitionedOption = False,
+    retention: RetentionOption = None,
+    order: OrderOption = None,
     extension_specs: WithOption = None,
     option_pairs: OptionOption = None,
 ) -> None:
@@ -361,12 +344,7 @@ def export_command(
     graph = read_graph(graph_path)
     limit = _resolve_budget(graph, budget)
     check_budget(graph, limit)
-    flags = {
-        "--unpartitioned": ("staged", False if unpartitioned else None),
-        "--C": ("C", retention),
-        "--order": ("order", order),
-    }
-    options = collect_options(formulation, None, flags, option_pairs)
+    options = collect_options(formulation, None, shortcut_flags(unpartitioned, None, retention, order), option_pairs)
     form = get_formulation(formulation)
     if form.integral_option is not None:
         options.setdefault(form.integral_option, chosen == "mzn")
@@ -414,19 +392,9 @@ def compare_command(
 def _plan_named(graph: Graph, budget: int, name: str, time_limit: float, specs: list[str] | None) -> PlanResult:
     """A heuristic by name, or ``formulation[/backend|/approximation]`` within ``time_limit``."""
     ref = parse_method_name(name)
-    if ref.method is not None:
-        limit = time_limit if HEURISTICS[ref.method].configurable else None  # fastsa, auto
-        return plan(graph, budget, ref.method, time_limit=limit, allow_over_budget=True)
-    return plan(
-        graph,
-        budget,
-        formulation=ref.formulation,
-        backend=ref.backend,
-        approx=ref.approx,
-        time_limit=time_limit,
-        extensions=make_extensions(specs),
-        allow_over_budget=True,
-    )
+    limit = time_limit if ref.takes_time_limit else None
+    extensions = make_extensions(specs) if ref.is_solver else ()
+    return plan(graph, budget, ref, time_limit=limit, extensions=extensions, allow_over_budget=True)
 
 
 @app.command("backends")

@@ -49,8 +49,12 @@ def max_batch_command(
         float | None, typer.Option("--time-limit", help="Seconds for the whole search (bisection: split over probes).")
     ] = None,
     init: Annotated[
-        str, typer.Option("--init", help="Warm start: a heuristic's best batch ('none': checkpoint-all).")
-    ] = "chen-greedy",
+        str,
+        typer.Option(
+            "--init",
+            help="Warm start: a heuristic's best batch; auto (default): the fast baselines' best; none: none.",
+        ),
+    ] = "auto",
     seed: Annotated[int, typer.Option("--seed", help="Solver / FastSA seed.")] = 0,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Write the schedule (at the batch) here.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")] = False,

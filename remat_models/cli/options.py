@@ -25,6 +25,33 @@ OptionOption = Annotated[
 ]
 
 
+# Shortcut flags for formulation options (each also reachable as -O NAME=VALUE): the one place they are declared.
+UnpartitionedOption = Annotated[
+    bool, typer.Option("--unpartitioned", help="Checkmate without stages (small graphs); -O staged=false.")
+]
+AllowanceOption = Annotated[
+    float | None, typer.Option("--allowance", help="LP rounding: solve the LP at (1-eps) budget; -O allowance=EPS.")
+]
+RetentionOption = Annotated[
+    int | None, typer.Option("--C", help="Moccasin: retention intervals per node (default 2); -O C=N.")
+]
+OrderOption = Annotated[
+    str | None, typer.Option("--order", help="Moccasin: input (stages of the input order) or free; -O order=...")
+]
+
+
+def shortcut_flags(
+    unpartitioned: bool = False, allowance: float | None = None, retention: int | None = None, order: str | None = None
+) -> dict[str, tuple[str, Any]]:
+    """The shortcut flags as ``{flag: (option name, value or None if unset)}`` for :func:`collect_options`."""
+    return {
+        "--unpartitioned": ("staged", False if unpartitioned else None),
+        "--allowance": ("allowance", allowance or None),
+        "--C": ("C", retention),
+        "--order": ("order", order),
+    }
+
+
 SolverOptionOption = Annotated[
     list[str] | None,
     typer.Option(

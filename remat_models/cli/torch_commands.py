@@ -10,6 +10,7 @@ from rich.table import Table
 
 from remat_models.cli.console import make_console
 from remat_models.errors import BackendUnavailableError, RematError
+from remat_models.planning.methods import DEFAULT_METHOD
 
 console = make_console()
 
@@ -66,7 +67,7 @@ def from_torch(
 def validate(
     spec: ExampleSpec,
     budget: Annotated[str, typer.Option("--budget", "-b", help="Bytes, '11.3GiB', '50%' or '0.5'.")] = "50%",
-    method: Annotated[str, typer.Option("--method", "-m", help="Planning method.")] = "chen-greedy",
+    method: Annotated[str, typer.Option("--method", "-m", help="Planning method (default auto).")] = DEFAULT_METHOD,
     device: Annotated[str, typer.Option("--device", help="cpu | cuda")] = "cpu",
     batch: BatchOption = None,
     repeats: Annotated[int, typer.Option("--repeats", help="Timing repeats (median).")] = 5,

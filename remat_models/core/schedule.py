@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -302,6 +303,7 @@ def input_order_schedule(graph: Graph) -> Schedule:
     return eager_frees(graph, graph.order)
 
 
+@lru_cache(maxsize=32)  # keyed by the graph's content hash (Graph.__hash__/__eq__): computed once per graph
 def input_order_peak(graph: Graph) -> int:
     """Peak memory of the input order with eager frees: the reference for fractional budgets."""
     return simulate(graph, input_order_schedule(graph)).peak

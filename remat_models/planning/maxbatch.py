@@ -35,6 +35,7 @@ from remat_models.core.batch import (
 from remat_models.core.graph import Graph, NodeKind
 from remat_models.core.schedule import Schedule, SimulationResult, input_order_schedule, simulate
 from remat_models.errors import ConfigurationError, SolverError
+from remat_models.planning.warm_start import FAST_BASELINES
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +142,7 @@ def max_batch(
     time_limit: float | None = None,
     seed: int = 0,
     options: Mapping[str, Any] | None = None,
-    init: str | Schedule | None = "chen-greedy",
+    init: str | Schedule | None = "auto",
 ) -> MaxBatchResult:
     """Largest batch of ``graph`` (carrying a batch scaling) within ``memory`` bytes under the cost cap.
 
@@ -149,7 +150,8 @@ def max_batch(
     ``backend`` (default: the formulation's own). ``cap`` overrides ``cost_cap(graph, cap_factor,
     cap_kinds)``. ``time_limit`` bounds the whole search (split evenly among bisection probes). ``init``
     (a heuristic name, searched by bisection first, or a Schedule) warm-starts a formulation: its batch is
-    the starting point, so the result is never below it (default chen-greedy; None: checkpoint-all).
+    the starting point, so the result is never below it (default ``auto``: the best batch of the fast
+    baselines every warm start tries, ``FAST_BASELINES``; None: checkpoint-all).
     """
     if method not in METHODS:
         raise ConfigurationError(f"unknown max-batch method {method!r}; choose one of {', '.join(METHODS)}")
@@ -204,7 +206,14 @@ class _Search:
         self.probes: list[Probe] = []
 
     def warm_start(self, init: str | Schedule, *, seed: int) -> None:
-        """Start from a heuristic's best batch (its own bisection) or a schedule's, where it beats checkpoint-all."""
+        """Start from a heuristic's best batch (its own bisection) or a schedule's, where it beats checkpoint-all.
+
+        ``"auto"``: the best of the fast baselines' (``FAST_BASELINES``, as the default warm start of a solve).
+        """
+        if init == "auto":
+            for name in FAST_BASELINES:
+                self.warm_start(name, seed=seed)
+            return
         if isinstance(init, str):
             found = _Search(self.graph, self.scaling, self.memory, self.cap).heuristic(
                 init, time_limit=None, seed=seed, options=None

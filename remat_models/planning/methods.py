@@ -41,6 +41,20 @@ class MethodRef:
         """Whether this is a formulation (solved or approximated), which takes init, extensions and solver options."""
         return self.formulation is not None
 
+    @property
+    def label(self) -> str:
+        """The name results carry: ``NAME``, ``FORMULATION/BACKEND`` (default backend filled in), ``.../APPROX``."""
+        if self.formulation is None:
+            return str(self.method)
+        return f"{self.formulation}/{self.approx or self.backend or get_formulation(self.formulation).default_backend}"
+
+    @property
+    def takes_time_limit(self) -> bool:
+        """Whether the method runs under a time limit (solvers, FastSA, portfolios; the baselines take none)."""
+        if self.formulation is not None or self.method in PORTFOLIOS:
+            return True
+        return HEURISTICS[str(self.method)].configurable
+
 
 def method_names() -> list[str]:
     """Names of the heuristic and portfolio methods (formulations are named ``FORMULATION[/BACKEND]``)."""

@@ -156,9 +156,10 @@ def _exact(conn: Connection, job: dict[str, Any], total: float) -> None:
         candidates = fast_baselines(graph, budget)
         if conn.poll(max(0.0, min(job["wait"], _seconds_left(job, total)))):
             candidates.append(conn.recv()["init"])
-        start: Schedule | None = cheapest_fitting(graph, budget, candidates)
+        found = cheapest_fitting(graph, budget, candidates)
     else:
-        start = auto_init(graph, budget, seed=job["seed"], time_limit=total)
+        found = auto_init(graph, budget, seed=job["seed"], time_limit=total)
+    start = None if found is None else found.schedule
     formulations = job["formulations"]
     for position, formulation in enumerate(formulations):
         left = _seconds_left(job, total)
@@ -175,7 +176,8 @@ def _exact(conn: Connection, job: dict[str, Any], total: float) -> None:
             continue
         if report.outcome is not None and report.outcome.status is SolveStatus.OPTIMAL:
             return
-        start = cheapest_fitting(graph, budget, [s for s in (start, report.schedule) if s is not None])
+        found = cheapest_fitting(graph, budget, [s for s in (start, report.schedule) if s is not None])
+        start = None if found is None else found.schedule
 
 
 def main(argv: list[str]) -> None:

@@ -10,12 +10,12 @@ from typing import Any
 
 from remat_models.backends import SolveLimits
 from remat_models.core.graph import Graph
-from remat_models.core.schedule import Schedule, simulate
+from remat_models.core.schedule import Schedule
 from remat_models.formulations import Extension, SolveOutcome, get_formulation
 from remat_models.formulations.solving import DEFAULT_LIMITS, approximate, solve_model
 from remat_models.model import SolveStatus
 from remat_models.planning.result import MethodRun
-from remat_models.planning.warm_start import initial_schedule
+from remat_models.planning.warm_start import WarmStart, initial_schedule
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ def run_formulation(
         outcome = approximate(
             graph, budget, formulation, approx, backend, options=options, limits=limits, extensions=extensions
         )
-        return _run_of(f"{formulation}/{approx}", graph, budget, outcome, None, init, extensions)
+        return _run_of(f"{formulation}/{approx}", budget, outcome, None, init, extensions)
     check_size = getattr(get_formulation(formulation), "check_size", None)
     if check_size is not None:
         check_size(graph, budget, options)
@@ -49,17 +49,23 @@ def run_formulation(
     if limits.time_limit is not None:  # the warm start's time counts against the limit
         limits = replace(limits, time_limit=max(1.0, limits.time_limit - (time.perf_counter() - started)))
     outcome = solve_model(
-        graph, budget, formulation, backend, options=options, limits=limits, init=start, extensions=extensions
+        graph,
+        budget,
+        formulation,
+        backend,
+        options=options,
+        limits=limits,
+        init=None if start is None else start.schedule,
+        extensions=extensions,
     )
-    return _run_of(f"{formulation}/{outcome.backend}", graph, budget, outcome, start, init, extensions)
+    return _run_of(f"{formulation}/{outcome.backend}", budget, outcome, start, init, extensions)
 
 
 def _run_of(
     label: str,
-    graph: Graph,
     budget: int,
     outcome: SolveOutcome,
-    start: Schedule | None,
+    start: WarmStart | None,
     init: str | Schedule | None,
     extensions: Sequence[Extension],
 ) -> MethodRun:
@@ -78,10 +84,9 @@ def _run_of(
     )
     if start is None or extensions:
         return run
-    initial = simulate(graph, start)
-    found = outcome.simulation
+    initial, found = start.simulation, outcome.simulation
     if initial.fits(budget) and (found is None or not found.fits(budget) or initial.total_cost < found.total_cost):
         log.info("%s did not improve on its warm start: returning the warm start", label)
         details["returned_warm_start"] = True
-        return replace(run, schedule=start, simulation=initial, infeasible=False)
+        return replace(run, schedule=start.schedule, simulation=initial, infeasible=False)
     return run

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from remat_models.core.graph import Graph
 from remat_models.core.schedule import Schedule, SimulationResult, lift_schedule, simulate
 from remat_models.heuristics.baselines import BASELINES
@@ -12,26 +14,33 @@ INIT_FASTSA_NODES = 500  # the default warm start adds a short FastSA run from t
 INIT_FASTSA_SHARE = 0.2
 
 
+class WarmStart(NamedTuple):
+    """A warm-start schedule with its simulation (so that nothing simulates it twice)."""
+
+    schedule: Schedule
+    simulation: SimulationResult
+
+
 def initial_schedule(
     graph: Graph, budget: int, init: str | Schedule | None, seed: int = 0, time_limit: float | None = None
-) -> Schedule | None:
-    """A warm-start schedule: given, or produced by the heuristic method named ``init``.
+) -> WarmStart | None:
+    """A warm start: given, or produced by the heuristic method named ``init``, simulated once.
 
-    ``"auto"``: :func:`auto_init` (None if no fast heuristic fits); ``"none"``: None.
+    ``"auto"``: :func:`auto_init` (None if no fast heuristic fits); ``"none"`` or None: None.
     On a graph with operator implementations the heuristic plans the default view (lifted back).
     """
-    if init == "none":
+    if init is None or init == "none":
         return None
     if init == "auto":
-        if graph.impl_table is not None:
-            return None
-        return auto_init(graph, budget, seed=seed, time_limit=time_limit)
+        return None if graph.impl_table is not None else auto_init(graph, budget, seed=seed, time_limit=time_limit)
     if isinstance(init, str) and graph.impl_table is not None:
-        return lift_schedule(graph, run_heuristic(init, graph.default_view(), budget, seed=seed)[0])
-    return run_heuristic(init, graph, budget, seed=seed)[0] if isinstance(init, str) else init
+        schedule = lift_schedule(graph, run_heuristic(init, graph.default_view(), budget, seed=seed)[0])
+    else:
+        schedule = run_heuristic(init, graph, budget, seed=seed)[0] if isinstance(init, str) else init
+    return WarmStart(schedule, simulate(graph, schedule))
 
 
-def auto_init(graph: Graph, budget: int, *, seed: int = 0, time_limit: float | None = None) -> Schedule | None:
+def auto_init(graph: Graph, budget: int, *, seed: int = 0, time_limit: float | None = None) -> WarmStart | None:
     """The default warm start of an exact solve (``--init auto``): the cheapest fitting fast heuristic, or None.
 
     ``FAST_BASELINES`` (Chen's greedy and sqrt(n), the saved-set knapsack: milliseconds), and on graphs of
@@ -53,11 +62,11 @@ def fast_baselines(graph: Graph, budget: int) -> list[Schedule]:
     return [BASELINES[name](graph, budget) for name in FAST_BASELINES]
 
 
-def cheapest_fitting(graph: Graph, budget: int, candidates: list[Schedule]) -> Schedule | None:
-    """The cheapest of ``candidates`` within ``budget`` (simulated), or None."""
-    best: tuple[Schedule, SimulationResult] | None = None
+def cheapest_fitting(graph: Graph, budget: int, candidates: list[Schedule]) -> WarmStart | None:
+    """The cheapest of ``candidates`` within ``budget`` (each simulated once), or None."""
+    best: WarmStart | None = None
     for schedule in candidates:
         result = simulate(graph, schedule)
-        if result.peak <= budget and (best is None or result.total_cost < best[1].total_cost):
-            best = (schedule, result)
-    return None if best is None else best[0]
+        if result.peak <= budget and (best is None or result.total_cost < best.simulation.total_cost):
+            best = WarmStart(schedule, result)
+    return best

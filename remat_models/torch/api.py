@@ -148,14 +148,12 @@ def plan(
     ``loss_fn(outputs, targets)`` is traced with the example targets (omit them for a loss of the outputs
     alone). A plan that does not fit raises BudgetExceededError unless ``allow_over_budget``. Extra
     keyword ``options`` go to :func:`remat_models.planning.plan.plan` (e.g. ``formulation="checkmate",
-    backend="highs"`` instead of a heuristic ``method``; the default method is ``chen-greedy``).
+    backend="highs"`` instead of a ``method``; the default method is ``auto``, the portfolio).
     ``implementations=True`` attaches alternative op implementations (``torch/impl_ops.py``), which
     ``formulation="monet"`` (or ``"checkmate-impls"``) chooses among. ``activation_budget`` (in [0, 1],
     instead of ``budget``) is PyTorch's ``activation_memory_budget``: the share of the memory above the
     unavoidable floor (the graph's lower bound) up to the input-order peak (see :func:`activation_bytes`).
     """
-    if method is None and options.get("formulation") is None:
-        method = "chen-greedy"
     try:
         torch_graph = extract(model, example_inputs, loss_fn, example_targets, cost=cost)
     except GraphError as error:

@@ -17,6 +17,7 @@ from torch import nn
 
 from remat_models.core.schedule import input_order_schedule
 from remat_models.errors import ConfigurationError, GraphError
+from remat_models.planning.methods import DEFAULT_METHOD
 from remat_models.torch.api import RematStep, Tensors, plan
 from remat_models.torch.trace import LossFn, as_tensors
 
@@ -128,7 +129,7 @@ def validate(
     loss_fn: LossFn,
     *,
     budget: str | int | float = "50%",
-    method: str = "chen-greedy",
+    method: str = DEFAULT_METHOD,
     device: str = "cpu",
     repeats: int = 3,
 ) -> Validation:

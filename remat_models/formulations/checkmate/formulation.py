@@ -39,6 +39,13 @@ from remat_models.errors import ConfigurationError, InvalidScheduleError
 from remat_models.formulations.base import BuiltModel, FormulationBase
 from remat_models.formulations.rows import Rows, index_of
 from remat_models.formulations.scaling import DEFAULT_PRECISION, Units, gcd_of, scale_costs
+from remat_models.formulations.staged_memory import (
+    StageCells,
+    add_free_rows,
+    add_recurrence,
+    staged_assignment,
+    subtract_frees,
+)
 from remat_models.model import Model
 from remat_models.model.index import IndexMap
 from remat_models.model.size import check_fits_in_memory
@@ -114,15 +121,7 @@ class CheckmateModel(BuiltModel):
         """Values of every block implied by dense (R, S): FREE from (5), U from (2)-(3)."""
         if (R & ~self.r_mask).any() or (S & ~self.s_mask).any():
             raise ConfigurationError("R/S set a cell this model has no variable for (wrong stage structure)")
-        m = self.model
-        x = np.zeros(m.num_cols)
-        x[m.block("R").cols] = R[self.r_mask]
-        x[m.block("S").cols] = S[self.s_mask]
-        x[m.block("FREE").cols] = self.hazard.evaluate(x) == -1
-        step = self.memory_step.evaluate(x) + self.memory_const
-        total = np.cumsum(step)
-        x[m.block("U").cols] = total - (total[self.first_cell] - step[self.first_cell])
-        return m.split(x)
+        return staged_assignment(self, {"R": R[self.r_mask], "S": S[self.s_mask]})
 
     def peak_bound(self, values: Mapping[str, np.ndarray]) -> float:
         """The model's memory peak in bytes: max over cells of U (+ workspace of the node computed there)."""
@@ -359,7 +358,6 @@ class _Builder:
         tt, pp = tt[keep], pp[keep]
         i, k = pair_i[pp], pair_k[pp]
         F = tt.size
-        block = self.m.bool_block("FREE", F)
         s_next = np.where(tt + 1 < T, self.sid[np.minimum(tt + 1, T - 1), i], -1)
         count = later_end[pp] - later_start[pp]
         owner = np.repeat(np.arange(F), count)
@@ -367,8 +365,7 @@ class _Builder:
         later = self.rid[tt[owner], users[later_start[pp][owner] + offset]]
         hazard = Rows(F).term(self.rid[tt, k], -1.0).term(s_next, 1.0).term(later, 1.0, rows=owner)
         kappa = 1.0 + (s_next >= 0) + np.bincount(owner[later >= 0], minlength=F)
-        Rows(F).term(block.cols, 1.0).extend(hazard).add_to(self.m, lb=0.0, name="free_lower")  # (7b)
-        Rows(F).term(block.cols, kappa).extend(hazard).add_to(self.m, ub=kappa - 1.0, name="free_upper")  # (7c)
+        add_free_rows(self.m, hazard, kappa, names=("free_lower", "free_upper"))
         return np.stack([tt, i, k], axis=1), hazard
 
     def _memory(self, free: np.ndarray) -> tuple[Rows, np.ndarray, np.ndarray]:
@@ -380,25 +377,14 @@ class _Builder:
         else:
             U = self.m.cont_block("U", cells, lb=0.0, ub=cap)
         stage, pos = np.nonzero(self.r_mask)
-        cell = np.arange(cells)
-        first_flag = np.ones(cells, dtype=bool)
-        first_flag[1:] = stage[1:] != stage[:-1]
-        first = np.maximum.accumulate(np.where(first_flag, cell, 0))
-        stage_first = np.full(self.T, -1, dtype=np.int64)
-        stage_first[stage[first_flag]] = cell[first_flag]
-        rid0 = self.m.block("R").offset
+        staged = StageCells.of(self.r_mask)
         step = Rows(cells).term(self.rid[stage, pos], self.mem[pos])
         st, si = np.nonzero(self.s_mask)
-        step.term(self.sid[st, si], self.mem[si], rows=stage_first[st])
+        step.term(self.sid[st, si], self.mem[si], rows=staged.stage_first[st])
         ft, fi, fk = free.T
-        after = self.rid[ft, fk] - rid0 + 1  # the cell following the free's cell
-        same = after < cells
-        same[same] = stage[after[same]] == ft[same]
-        step.term(self.m.block("FREE").cols[same], -self.mem[fi[same]], rows=after[same])
-        const = np.where(first_flag, self.graph.fixed_mem / self.mem_scale, 0.0)
-        previous = np.where(first_flag, -1, U.cols - 1)
-        memory = Rows(cells).term(U.cols, 1.0).term(previous, -1.0).extend(step, -1.0)
-        memory.add_to(self.m, lb=const, ub=const, name="memory")
+        free_cell = self.rid[ft, fk] - self.m.block("R").offset
+        subtract_frees(step, staged, self.m.block("FREE").cols, ft, free_cell, self.mem[fi])
+        const = add_recurrence(self.m, U, step, staged, self.graph.fixed_mem / self.mem_scale, name="memory")
         self.row_cells["memory"] = (stage, pos)
         heavy = np.flatnonzero(self.workspace[pos] > 0)
         rows = (
@@ -408,7 +394,7 @@ class _Builder:
         )
         rows.add_to(self.m, ub=cap, name="workspace")
         self.row_cells["workspace"] = (stage[heavy], pos[heavy])
-        return step, const, first
+        return step, const, staged.first
 
 
 def byte_gcd(graph: Graph) -> int:

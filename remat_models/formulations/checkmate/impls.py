@@ -47,6 +47,7 @@ from remat_models.errors import ConfigurationError
 from remat_models.formulations.base import BuiltModel
 from remat_models.formulations.checkmate.formulation import Checkmate, CheckmateModel, CheckmateOptions
 from remat_models.formulations.scaling import Units, scale_costs
+from remat_models.formulations.staged_memory import recurrence_values
 from remat_models.model.index import IndexMap
 
 log = logging.getLogger(__name__)
@@ -606,9 +607,7 @@ def _hint_values(built: CheckmateImplsModel, schedule: Schedule) -> dict[str, np
     x[m.block("FREE").cols] = hazard == -1
     # U from the memory rows: U[c] - U[c-1] - step[c] = const, so with U = 0 the row value is -step[c]
     step = -_row_values(m.rows("memory"), x) + built.memory_const
-    total = np.cumsum(step)
-    first = built.first_cell
-    x[m.block("U").cols] = total - (total[first] - step[first])
+    x[m.block("U").cols] = recurrence_values(step, built.first_cell)
     return m.split(x)
 
 

@@ -36,6 +36,13 @@ from remat_models.formulations.hilp.graph import HGraph, build_hgraph
 from remat_models.formulations.hilp.options import HilpOptions
 from remat_models.formulations.rows import Rows, index_of
 from remat_models.formulations.scaling import Units, scale_costs
+from remat_models.formulations.staged_memory import (
+    StageCells,
+    add_free_rows,
+    add_recurrence,
+    staged_assignment,
+    subtract_frees,
+)
 from remat_models.model import Model
 
 log = logging.getLogger(__name__)
@@ -137,7 +144,7 @@ class HilpLevel(FormulationBase):
         R, S = stages_from_schedule(hm.graph, order, schedule)
         if (R & ~hm.r_mask).any():
             raise ConfigurationError("the schedule uses a cell this hilp model has no variable for")
-        return _assignment(hm, R[hm.r_mask], _p_values(hm, S, order))
+        return staged_assignment(hm, {"R": R[hm.r_mask], "P": _p_values(hm, S, order)})
 
 
 def _hilp(built: BuiltModel) -> HilpModel:
@@ -151,19 +158,6 @@ def _p_values(built: HilpModel, S: np.ndarray, order: np.ndarray) -> np.ndarray:
     position[order] = np.arange(order.size)
     dense = S[:, position[built.hgraph.data_node]]
     return dense[built.p_mask]
-
-
-def _assignment(built: HilpModel, r: np.ndarray, p: np.ndarray) -> dict[str, np.ndarray]:
-    """Every block's values implied by R and P cells: FREE from the hazard count, U from the recurrence."""
-    m = built.model
-    x = np.zeros(m.num_cols)
-    x[m.block("R").cols] = r
-    x[m.block("P").cols] = p
-    x[m.block("FREE").cols] = built.hazard.evaluate(x) == -1
-    step = built.memory_step.evaluate(x) + built.memory_const
-    total = np.cumsum(step)
-    x[m.block("U").cols] = total - (total[built.first_cell] - step[built.first_cell])
-    return m.split(x)
 
 
 class _Builder:
@@ -334,15 +328,13 @@ class _Builder:
         tt, dd, kk = cat(cells_t), cat(cells_d), cat(cells_k)
         lr, lt, lk = cat(later_rows), cat(later_t), cat(later_k)
         F = tt.size
-        block = self.m.bool_block("FREE", F)
         nxt = np.minimum(tt + 1, T - 1)
         p_next = np.where(tt + 1 < T, self.pid[nxt, dd], -1)
         hazard = Rows(F).term(p_next, 1.0)
         self.cr(hazard, tt, kk, -1.0, np.arange(F))
         self.cr(hazard, lt, lk, 1.0, lr)
         kappa = 1.0 + (p_next >= 0) + np.bincount(lr, minlength=F)
-        Rows(F).term(block.cols, 1.0).extend(hazard).add_to(self.m, lb=0.0)
-        Rows(F).term(block.cols, kappa).extend(hazard).add_to(self.m, ub=kappa - 1.0)
+        add_free_rows(self.m, hazard, kappa)
         return hazard, np.stack([tt, dd, kk], axis=1)
 
     def _memory(self, free: np.ndarray) -> tuple[Rows, np.ndarray, np.ndarray, Rows]:
@@ -353,12 +345,8 @@ class _Builder:
         U = (self.m.int_block if self.integral else self.m.cont_block)("U", cells, 0, cap)
         uid = index_of(self.u_mask)
         stage, node = np.nonzero(self.u_mask)
-        first_flag = np.ones(cells, dtype=bool)
-        first_flag[1:] = stage[1:] != stage[:-1]
-        cell = np.arange(cells)
-        first = np.maximum.accumulate(np.where(first_flag, cell, 0))
-        stage_first = np.full(T, -1, dtype=np.int64)
-        stage_first[stage[first_flag]] = cell[first_flag]
+        staged = StageCells.of(self.u_mask)
+        cell, stage_first = np.arange(cells), staged.stage_first
         produced = np.bincount(h.producer, weights=self.size, minlength=T)
         step = Rows(cells)
         self.cr(step, stage, node, produced[node], cell)
@@ -374,13 +362,8 @@ class _Builder:
             tq, oq = np.repeat(ts, fq.size), np.tile(fq, ts.size)
             step.term(self.rid[f, oq], self.phantom[oq], rows=stage_first[tq])
         ft, fd, fk = free.T
-        after = uid[ft, fk] + 1
-        same = after < cells
-        same[same] = stage[after[same]] == ft[same]
-        step.term(self.m.block("FREE").cols[same], -self.size[fd[same]], rows=after[same])
-        const = np.where(first_flag, h.graph.fixed_mem / self.mem_scale, 0.0)
-        previous = np.where(first_flag, -1, U.cols - 1)
-        Rows(cells).term(U.cols, 1.0).term(previous, -1.0).extend(step, -1.0).add_to(self.m, lb=const, ub=const)
+        subtract_frees(step, staged, self.m.block("FREE").cols, ft, uid[ft, fk], self.size[fd])
+        const = add_recurrence(self.m, U, step, staged, h.graph.fixed_mem / self.mem_scale)
         on = self.opts.correction != "off"
         corrected = np.array([bool(p.profile) and on for node in h.parts for p in node])
         node_corrected = np.zeros(T, dtype=bool)
@@ -400,7 +383,7 @@ class _Builder:
             g = byte_gcd(h.graph)
             save = (int(self.opts.save) // g + (0.0 if self.integral else 0.5)) * g / self.mem_scale
             Rows(in_loss.size).term(U.cols[in_loss], 1.0).add_to(self.m, ub=save)
-        return step, const, first, overhead
+        return step, const, staged.first, overhead
 
     def _corrections(self, rows: Rows, uid: np.ndarray, U: Any, free: np.ndarray, options: np.ndarray) -> Rows:
         """Append the rows (10c) of every corrected option to ``rows`` (a new batch with the extra rows)."""
