@@ -17,12 +17,23 @@ from remat_models.cli.console import make_console, planning_status
 from remat_models.cli.maxbatch import max_batch_command
 from remat_models.cli.options import (
     AllowanceOption,
+    ApproxOption,
+    BackendOption,
+    FormulationOption,
+    ImplsOption,
+    InitOption,
+    IterationsOption,
+    MethodOption,
     OptionOption,
     OrderOption,
     RetentionOption,
+    ScheduleOutOption,
+    SeedOption,
     SolverOptionOption,
+    TimeLimitOption,
     UnpartitionedOption,
     WithOption,
+    WorkersOption,
     collect_options,
     shortcut_flags,
     solver_options,
@@ -37,8 +48,9 @@ from remat_models.extensions.registry import make_extensions
 from remat_models.formulations import DEFAULT_FORMULATION, get_formulation
 from remat_models.io import GENERATORS, read_graph, read_schedule, write_graph, write_schedule
 from remat_models.io.atomic import check_output
+from remat_models.model import SolveStatus
 from remat_models.planning.methods import resolve_method
-from remat_models.planning.plan import PlanResult, methods, parse_method_name, plan
+from remat_models.planning.plan import PlanResult, PlanStatus, methods, parse_method_name, plan
 
 app = typer.Typer(help="Tensor rematerialization planning.", no_args_is_help=True, add_completion=False)
 graph_app = typer.Typer(help="Inspect, convert and generate graphs.", no_args_is_help=True)
@@ -206,48 +218,24 @@ def _solver_table(result: PlanResult) -> Table | None:
 def solve_command(
     graph_path: GraphPath,
     budget: BudgetOption,
-    method: Annotated[
-        str | None,
-        typer.Option("--method", "-m", help="Method: a heuristic, auto (the default) or FORMULATION[/BACKEND]."),
-    ] = None,
-    formulation: Annotated[str | None, typer.Option("--formulation", "-f", help="Exact model, e.g. checkmate.")] = None,
-    backend: Annotated[
-        str | None,
-        typer.Option(
-            "--backend", help="Solver: cpsat, highs, gurobi, minizinc, pyomo:cbc (default: the formulation's)."
-        ),
-    ] = None,
-    approx: Annotated[str | None, typer.Option("--approx", help="Approximation: lp-rounding (checkmate).")] = None,
-    time_limit: Annotated[float | None, typer.Option("--time-limit", help="Solver time limit in seconds.")] = None,
-    init: Annotated[
-        str | None,
-        typer.Option(
-            "--init",
-            help="Warm start from a heuristic method's schedule; 'auto' (default): the cheapest fitting fast "
-            "heuristic; 'none': no warm start.",
-        ),
-    ] = None,
+    method: MethodOption = None,
+    formulation: FormulationOption = None,
+    backend: BackendOption = None,
+    approx: ApproxOption = None,
+    time_limit: TimeLimitOption = None,
+    init: InitOption = None,
     unpartitioned: UnpartitionedOption = False,
     allowance: AllowanceOption = None,
     retention: RetentionOption = None,
     order: OrderOption = None,
-    iterations: Annotated[
-        str | None, typer.Option("--iterations", help="FastSA: attempts of stage 1 and 2, e.g. 20000000,2000000.")
-    ] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Solver / rounding / FastSA seed.")] = 0,
-    workers: Annotated[int, typer.Option("--workers", help="Solver threads (where supported).")] = 1,
-    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write the schedule JSON here.")] = None,
+    iterations: IterationsOption = None,
+    seed: SeedOption = 0,
+    workers: WorkersOption = 1,
+    out: ScheduleOutOption = None,
     extension_specs: WithOption = None,
     option_pairs: OptionOption = None,
     solver_option_pairs: SolverOptionOption = None,
-    impls: Annotated[
-        str,
-        typer.Option(
-            "--impls",
-            help="Graphs with operator implementations: on (monet/checkmate-impls choose them, other methods "
-            "plan the default view then switch greedily) or off (every method plans the default view).",
-        ),
-    ] = "on",
+    impls: ImplsOption = "on",
 ) -> None:
     """Plan a graph under a budget with a heuristic or a solver; exit 3 if no schedule fits."""
     if out is not None:
@@ -257,10 +245,10 @@ def solve_command(
     if formulation is None and (backend or approx):
         raise ConfigurationError("--backend and --approx need --formulation")
     ref = resolve_method(method, formulation, backend, approx)
-    flags = shortcut_flags(unpartitioned, allowance, retention, order)
-    options = collect_options(ref.formulation, ref.approx, flags, option_pairs)
     if not ref.is_solver and (init or extension_specs or solver_option_pairs):
         raise ConfigurationError("--init, --with and --solver-option need --formulation")
+    flags = shortcut_flags(unpartitioned, allowance, retention, order)
+    options = collect_options(ref.formulation, ref.approx, flags, option_pairs)
     if iterations is not None:
         if ref.is_solver:
             raise ConfigurationError("--iterations is an option of heuristic methods (FastSA)")
@@ -281,19 +269,26 @@ def solve_command(
             impls=_impls_flag(impls),
             solver_options=solver_options(solver_option_pairs),
         )
-    console.print(_results_table(f"{graph_path.name} at {limit:,} B", [result]))
+    _report(result, graph, f"{graph_path.name} at {limit:,} B", out)
+
+
+def _report(result: PlanResult, graph: Graph, title: str, out: Path | None) -> None:
+    """Print the result (and the solver's numbers), write the schedule; exit 130 if interrupted, 3 if over budget."""
+    console.print(_results_table(title, [result]))
     solver = _solver_table(result)
     if solver is not None:
         console.print(solver)
     if out is not None and result.schedule is not None:
         write_schedule(out, result.schedule, graph, metadata=result.metadata())
         console.print(f"wrote {out}")
-    if result.details.get("solver_status") == "interrupted":
+    if result.solver_status is SolveStatus.INTERRUPTED:
         errors.print(f"interrupted: {result.method} stopped early; shown is the best it had found", markup=False)
         raise typer.Exit(130)
-    if result.status.value != "within_budget":
+    if result.status is not PlanStatus.WITHIN_BUDGET:
         peak = "" if result.simulation is None else f" (best peak {result.simulation.peak:,} B)"
-        errors.print(f"error: {result.method} found no schedule within {limit:,} B: {result.status.value}{peak}")
+        errors.print(
+            f"error: {result.method} found no schedule within {result.budget:,} B: {result.status.value}{peak}"
+        )
         raise typer.Exit(3)
 
 

@@ -52,13 +52,13 @@ def run_command(
     from remat_models.bench.executors import make_executor, run_sweep
     from remat_models.bench.sweep import expand, load_sweep, sweep_from_options
 
+    if sweep_file is not None and (graph or budget or method):
+        raise ConfigurationError("give a sweep file or --graph/--budget/--method, not both")
+    if sweep_file is None and not (graph and budget and method):
+        raise ConfigurationError("without a sweep file, give --graph, --budget and --method (each repeatable)")
     if sweep_file is not None:
-        if graph or budget or method:
-            raise ConfigurationError("give a sweep file or --graph/--budget/--method, not both")
         sweep = load_sweep(sweep_file)
     else:
-        if not (graph and budget and method):
-            raise ConfigurationError("without a sweep file, give --graph, --budget and --method (each repeatable)")
         sweep = sweep_from_options(graph, budget, method, seeds=_seeds(seeds), time_limit=time_limit, grace=grace)
     results = out or Path("bench_results") / f"{sweep.name}.jsonl"
     if results.is_dir():

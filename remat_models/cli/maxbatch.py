@@ -11,6 +11,7 @@ from rich.table import Table
 
 from remat_models.cli.console import make_console
 from remat_models.core.batch import BatchScaling
+from remat_models.core.graph import Graph
 from remat_models.core.units import parse_size
 from remat_models.errors import ConfigurationError
 from remat_models.io import read_graph, write_schedule
@@ -85,17 +86,24 @@ def max_batch_command(
         options=options,
         init=None if init == "none" else init,
     )
+    _report(result, graph, graph_path, file_batch, f"memory: {memory} -> [bold]{limit:,}[/bold] B", out, as_json)
+
+
+def _report(
+    result: MaxBatchResult, graph: Graph, path: Path, file_batch: int, memory: str, out: Path | None, as_json: bool
+) -> None:
+    """Print the result (a table, or one JSON object), write the schedule at its batch; exit 3 if no batch fits."""
     if as_json:
-        typer.echo(json.dumps({"graph": str(graph_path), "file_batch": file_batch, **result.summary()}))
+        typer.echo(json.dumps({"graph": str(path), "file_batch": file_batch, **result.summary()}))
     else:
-        console.print(f"memory: {memory} -> [bold]{limit:,}[/bold] B")
-        console.print(_table(graph_path.name, result))
+        console.print(memory)
+        console.print(_table(path.name, result))
     if out is not None and result.schedule is not None:
         write_schedule(out, result.schedule, graph.at_batch(result.batch), metadata=result.summary())
         if not as_json:
             console.print(f"wrote {out}")
     if result.batch < 1:
-        errors.print(f"error: {result.base} fits no batch within {limit:,} B under the cap: {result.status}")
+        errors.print(f"error: {result.base} fits no batch within {result.memory:,} B under the cap: {result.status}")
         raise typer.Exit(3)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import fields
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -24,6 +25,41 @@ OptionOption = Annotated[
     typer.Option("--option", "-O", help="Formulation option key=value (repeatable), e.g. -O C=3 -O order=free."),
 ]
 
+
+# The options of `remat solve` (and the commands that share them).
+MethodOption = Annotated[
+    str | None,
+    typer.Option("--method", "-m", help="Method: a heuristic, auto (the default) or FORMULATION[/BACKEND]."),
+]
+FormulationOption = Annotated[str | None, typer.Option("--formulation", "-f", help="Exact model, e.g. checkmate.")]
+BackendOption = Annotated[
+    str | None,
+    typer.Option("--backend", help="Solver: cpsat, highs, gurobi, minizinc, pyomo:cbc (default: the formulation's)."),
+]
+ApproxOption = Annotated[str | None, typer.Option("--approx", help="Approximation: lp-rounding (checkmate).")]
+TimeLimitOption = Annotated[float | None, typer.Option("--time-limit", help="Solver time limit in seconds.")]
+InitOption = Annotated[
+    str | None,
+    typer.Option(
+        "--init",
+        help="Warm start from a heuristic method's schedule; 'auto' (default): the cheapest fitting fast "
+        "heuristic; 'none': no warm start.",
+    ),
+]
+IterationsOption = Annotated[
+    str | None, typer.Option("--iterations", help="FastSA: attempts of stage 1 and 2, e.g. 20000000,2000000.")
+]
+SeedOption = Annotated[int, typer.Option("--seed", help="Solver / rounding / FastSA seed.")]
+WorkersOption = Annotated[int, typer.Option("--workers", help="Solver threads (where supported).")]
+ScheduleOutOption = Annotated[Path | None, typer.Option("--out", "-o", help="Write the schedule JSON here.")]
+ImplsOption = Annotated[
+    str,
+    typer.Option(
+        "--impls",
+        help="Graphs with operator implementations: on (monet/checkmate-impls choose them, other methods "
+        "plan the default view then switch greedily) or off (every method plans the default view).",
+    ),
+]
 
 # Shortcut flags for formulation options (each also reachable as -O NAME=VALUE): the one place they are declared.
 UnpartitionedOption = Annotated[
