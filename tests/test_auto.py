@@ -10,6 +10,7 @@ import pytest
 from checkmate_graphs import budgets, tiny_unet
 
 from remat_models.core.schedule import input_order_peak, simulate
+from remat_models.errors import ConfigurationError
 from remat_models.heuristics.baselines import BASELINES
 from remat_models.io import write_graph
 from remat_models.planning.plan import PlanStatus, parse_method_name, plan
@@ -81,3 +82,17 @@ def test_heuristics_reject_a_warm_start_but_accept_the_default(init) -> None:
     else:
         with pytest.raises(Exception, match="init and solver options apply to formulations"):
             plan(graph, budget, "chen-greedy", init=init)
+
+
+def test_auto_options_are_its_dataclass_fields_checked_before_anything_runs() -> None:
+    graph = tiny_unet()
+    budget = budgets(graph)[0]
+    with pytest.raises(ConfigurationError, match=r"unknown auto option\(s\) \['bogus'\]"):
+        plan(graph, budget, "auto", options={"bogus": 1})
+    with pytest.raises(ConfigurationError, match="wait_share is a share in"):
+        plan(graph, budget, "auto", options={"wait_share": 0})
+    result = plan(graph, budget, "auto", time_limit=20, options={"checkmate_nodes": 0, "restart_patience": 1})
+    assert simulate(graph, result.schedule).peak <= budget
+    members = {m["method"] for m in result.details["portfolio"]}
+    assert not any(m.startswith("checkmate") for m in members)  # the graph is above checkmate_nodes
+    assert any(m.startswith("moccasin") for m in members)

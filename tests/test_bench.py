@@ -16,9 +16,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from remat_models.bench.executors import DaskExecutor, LocalExecutor, run_sweep
 from remat_models.bench.isolate import kill_running
 from remat_models.bench.methods import method_from_mapping, parse_method
+from remat_models.bench.pools import DaskPool, LocalPool, run_sweep
 from remat_models.bench.reference import load_reference
 from remat_models.bench.report import build_tables, write_report
 from remat_models.bench.store import ResultStore, finished_ids, read_records
@@ -72,7 +72,7 @@ def chain(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def local_run(chain: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[str, Any]]]:
     results = tmp_path_factory.mktemp("local") / "results.jsonl"
     sweep = sweep_from_options([str(chain)], ["90%"], METHODS, time_limit=0.5, grace=1.5)
-    records = run_sweep(expand(sweep), results, LocalExecutor(jobs=2))
+    records = run_sweep(expand(sweep), results, LocalPool(jobs=2))
     return results, records
 
 
@@ -184,14 +184,14 @@ def test_dask_executor_gives_the_same_rows(
         n_workers=1, threads_per_worker=2, processes=False, protocol="tcp", dashboard_address=None
     ) as cluster:
         assert cluster.scheduler_address.startswith("tcp://")
-        records = run_sweep(expand(sweep), tmp_path / "dask.jsonl", DaskExecutor(cluster.scheduler_address))
+        records = run_sweep(expand(sweep), tmp_path / "dask.jsonl", DaskPool(cluster.scheduler_address))
     local = _by_method(local_run[1])
     for method, record in _by_method(records).items():
         assert record["status"] == EXPECTED[method]
         assert record["run_id"] == local[method]["run_id"]
         assert record["tdi"] == local[method]["tdi"]
     with pytest.raises(ConfigurationError, match="cannot reach the Dask scheduler"):
-        run_sweep(expand(sweep), tmp_path / "none.jsonl", DaskExecutor("tcp://127.0.0.1:9", connect_timeout=1))
+        run_sweep(expand(sweep), tmp_path / "none.jsonl", DaskPool("tcp://127.0.0.1:9", connect_timeout=1))
     assert not (tmp_path / "none.jsonl").exists()
 
 
@@ -199,7 +199,7 @@ def test_report_tables_and_plots(
     shared_graphs_dir: Path, shared_reference_dir: Path, tmp_path: Path, local_run: tuple[Path, list[dict[str, Any]]]
 ) -> None:
     sweep = sweep_from_options(["rl_g1_n100"], ["90%", "80%"], ["checkpoint-all", "chen-greedy"])
-    records = run_sweep(expand(sweep, graphs_dir=shared_graphs_dir), tmp_path / "rl.jsonl", LocalExecutor(jobs=2))
+    records = run_sweep(expand(sweep, graphs_dir=shared_graphs_dir), tmp_path / "rl.jsonl", LocalPool(jobs=2))
     records += local_run[1]
     reference = load_reference(shared_reference_dir)
     tables = build_tables(records, reference)

@@ -15,8 +15,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from remat_models.bench.executors import run_sweep
 from remat_models.bench.methods import method_from_mapping
+from remat_models.bench.pools import run_sweep
 from remat_models.bench.sweep import expand, load_sweep, sweep_from_options
 from remat_models.cli.bench import bench_app
 from remat_models.errors import ConfigurationError, OutputError

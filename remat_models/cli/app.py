@@ -49,7 +49,7 @@ from remat_models.formulations import DEFAULT_FORMULATION, get_formulation
 from remat_models.io import GENERATORS, read_graph, read_schedule, write_graph, write_schedule
 from remat_models.io.atomic import check_output
 from remat_models.model import SolveStatus
-from remat_models.planning.methods import resolve_method
+from remat_models.planning.methods import MethodRef, resolve_method
 from remat_models.planning.plan import PlanResult, PlanStatus, methods, parse_method_name, plan
 
 app = typer.Typer(help="Tensor rematerialization planning.", no_args_is_help=True, add_completion=False)
@@ -247,12 +247,8 @@ def solve_command(
     ref = resolve_method(method, formulation, backend, approx)
     if not ref.is_solver and (init or extension_specs or solver_option_pairs):
         raise ConfigurationError("--init, --with and --solver-option need --formulation")
-    flags = shortcut_flags(unpartitioned, allowance, retention, order)
-    options = collect_options(ref.formulation, ref.approx, flags, option_pairs)
-    if iterations is not None:
-        if ref.is_solver:
-            raise ConfigurationError("--iterations is an option of heuristic methods (FastSA)")
-        options["iterations"] = _iteration_pair(iterations)
+    flags = shortcut_flags(unpartitioned, allowance, retention, order, iterations)
+    options = collect_options(ref, flags, option_pairs)
     limit_text = "" if time_limit is None else f", time limit {time_limit:g} s"
     with planning_status(errors, f"planning {graph.name} ({graph.n:,} nodes) with {ref.label}{limit_text}"):
         result = plan(
@@ -298,16 +294,6 @@ def _impls_flag(text: str) -> bool:
     return text == "on"
 
 
-def _iteration_pair(text: str) -> tuple[int, int]:
-    try:
-        first, second = (int(part) for part in text.split(","))
-    except ValueError:
-        raise ConfigurationError(f"--iterations takes two counts N1,N2, got {text!r}") from None
-    if first < 0 or second < 0:
-        raise ConfigurationError(f"--iterations must be non-negative, got {text!r}")
-    return first, second
-
-
 EXPORT_FORMATS = ("lp", "mps", "mzn")
 
 
@@ -339,7 +325,8 @@ def export_command(
     graph = read_graph(graph_path)
     limit = _resolve_budget(graph, budget)
     check_budget(graph, limit)
-    options = collect_options(formulation, None, shortcut_flags(unpartitioned, None, retention, order), option_pairs)
+    flags = shortcut_flags(unpartitioned, None, retention, order)
+    options = collect_options(MethodRef(formulation=formulation), flags, option_pairs)
     form = get_formulation(formulation)
     if form.integral_option is not None:
         options.setdefault(form.integral_option, chosen == "mzn")

@@ -49,7 +49,7 @@ def run_command(
     schedules: Annotated[Path | None, typer.Option("--schedules", help="Also write each schedule here.")] = None,
 ) -> None:
     """Run a sweep (skipping runs already in the results file), each run in its own process."""
-    from remat_models.bench.executors import make_executor, run_sweep
+    from remat_models.bench.pools import make_pool, run_sweep
     from remat_models.bench.sweep import expand, load_sweep, sweep_from_options
 
     if sweep_file is not None and (graph or budget or method):
@@ -80,7 +80,7 @@ def run_command(
         run_sweep(
             runs,
             results,
-            make_executor(jobs, scheduler),
+            make_pool(jobs, scheduler),
             retry_failed=retry_failed,
             on_start=started,
             on_record=finished,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import fields
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -11,7 +10,7 @@ import typer
 
 from remat_models.errors import ConfigurationError
 from remat_models.extensions.registry import extension_names, parse_value
-from remat_models.formulations import approximation_options, get_formulation
+from remat_models.planning.methods import MethodRef
 
 WithOption = Annotated[
     list[str] | None,
@@ -77,7 +76,11 @@ OrderOption = Annotated[
 
 
 def shortcut_flags(
-    unpartitioned: bool = False, allowance: float | None = None, retention: int | None = None, order: str | None = None
+    unpartitioned: bool = False,
+    allowance: float | None = None,
+    retention: int | None = None,
+    order: str | None = None,
+    iterations: str | None = None,
 ) -> dict[str, tuple[str, Any]]:
     """The shortcut flags as ``{flag: (option name, value or None if unset)}`` for :func:`collect_options`."""
     return {
@@ -85,7 +88,18 @@ def shortcut_flags(
         "--allowance": ("allowance", allowance or None),
         "--C": ("C", retention),
         "--order": ("order", order),
+        "--iterations": ("iterations", None if iterations is None else _iteration_pair(iterations)),
     }
+
+
+def _iteration_pair(text: str) -> tuple[int, int]:
+    try:
+        first, second = (int(part) for part in text.split(","))
+    except ValueError:
+        raise ConfigurationError(f"--iterations takes two counts N1,N2, got {text!r}") from None
+    if first < 0 or second < 0:
+        raise ConfigurationError(f"--iterations must be non-negative, got {text!r}")
+    return first, second
 
 
 SolverOptionOption = Annotated[
@@ -115,22 +129,10 @@ def solver_options(pairs: list[str] | None) -> dict[str, Any]:
     return parse_pairs(pairs, "--solver-option", "NAME=VALUE")
 
 
-def option_names(formulation: str, approx: str | None = None) -> list[str]:
-    """The option names the formulation (or its approximation) takes."""
-    if approx is not None:
-        return approximation_options(approx, formulation)
-    return [f.name for f in fields(get_formulation(formulation).options_type)]
-
-
-def collect_options(
-    formulation: str | None,
-    approx: str | None,
-    flags: Mapping[str, tuple[str, Any]],
-    pairs: list[str] | None,
-) -> dict[str, Any]:
+def collect_options(ref: MethodRef, flags: Mapping[str, tuple[str, Any]], pairs: list[str] | None) -> dict[str, Any]:
     """Options from flags (``{flag: (option name, value or None if unset)}``) and ``-O key=value`` pairs.
 
-    Every name is checked against what the formulation (or approximation) takes; an error names the flag.
+    Every name is checked against what the method takes (its options dataclass); an error names the flag.
     """
     given = {flag: (name, value) for flag, (name, value) in flags.items() if value is not None}
     options = {name: value for name, value in given.values()}
@@ -139,11 +141,10 @@ def collect_options(
         given[f"-O {key}"] = (key, value)
     if not options:
         return options
-    if formulation is None:
-        raise ConfigurationError(f"{', '.join(given)} need(s) --formulation")
-    known = option_names(formulation, approx)
+    known = ref.option_names()
+    if not known:
+        raise ConfigurationError(f"method {ref.label!r} takes no options (such as {next(iter(given))})")
     for flag, (name, _) in given.items():
         if name not in known:
-            what = f"{formulation}/{approx}" if approx else formulation
-            raise ConfigurationError(f"{flag} is not an option of {what}; it takes: {', '.join(known)}")
+            raise ConfigurationError(f"{flag} is not an option of {ref.label}; it takes: {', '.join(known)}")
     return options

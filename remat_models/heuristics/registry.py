@@ -6,13 +6,14 @@ The ``auto`` portfolio is a planning method, not a heuristic: see :mod:`remat_mo
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from remat_models.core.graph import Graph
 from remat_models.core.schedule import Schedule
 from remat_models.errors import ConfigurationError
 from remat_models.heuristics.baselines import BASELINES
+from remat_models.heuristics.fastsa.solver import FastSAOptions
 
 FASTSA_TIME_LIMIT = 60.0  # seconds, when the caller gives none (the paper's 20M + 2M attempts can take longer)
 
@@ -21,10 +22,11 @@ Runner = Callable[..., tuple[Schedule, dict[str, Any]]]  # (graph, budget, *, se
 
 @dataclass(frozen=True)
 class Heuristic:
-    """A heuristic and whether it takes a seed, a time limit and options (baselines take none)."""
+    """A heuristic, whether it takes a seed, a time limit and options (baselines take none), and their names."""
 
     run: Runner
     configurable: bool = False
+    options: tuple[str, ...] = ()
 
 
 def _baseline(function: Callable[[Graph, int], Schedule]) -> Heuristic:
@@ -58,7 +60,7 @@ def _fastsa(
 
 HEURISTICS: dict[str, Heuristic] = {
     **{name: _baseline(function) for name, function in BASELINES.items()},
-    "fastsa": Heuristic(_fastsa, configurable=True),
+    "fastsa": Heuristic(_fastsa, configurable=True, options=("iterations", *(f.name for f in fields(FastSAOptions)))),
 }
 
 

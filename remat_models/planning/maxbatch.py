@@ -35,6 +35,9 @@ from remat_models.core.batch import (
 from remat_models.core.graph import Graph, NodeKind
 from remat_models.core.schedule import Schedule, SimulationResult, input_order_schedule, simulate
 from remat_models.errors import ConfigurationError, SolverError
+from remat_models.formulations import get_formulation
+from remat_models.model import SolveStatus
+from remat_models.planning.plan import PlanStatus, methods, plan
 from remat_models.planning.warm_start import FAST_BASELINES
 
 log = logging.getLogger(__name__)
@@ -168,8 +171,6 @@ def max_batch(
             raise ConfigurationError(f"heuristic {heuristic!r} runs by bisection, not {method!r}")
         result = search.heuristic(heuristic, time_limit=time_limit, seed=seed, options=options)
     else:
-        from remat_models.formulations import get_formulation
-
         formulation = formulation or "checkmate"
         backend = backend or get_formulation(formulation).default_backend
         if method == "auto":
@@ -231,8 +232,6 @@ class _Search:
         self, name: str, *, time_limit: float | None, seed: int, options: Mapping[str, Any] | None
     ) -> MaxBatchResult:
         """Bisection on the simulator for one heuristic (checkpoint-all is exact, without probes)."""
-        from remat_models.planning.plan import methods, plan
-
         if name not in methods():
             raise ConfigurationError(f"unknown heuristic {name!r}; choose one of {', '.join(methods())}")
         if name == "checkpoint-all":
@@ -262,8 +261,6 @@ class _Search:
         self, name: str, backend: str, *, time_limit: float | None, seed: int, options: Mapping[str, Any] | None
     ) -> MaxBatchResult:
         """Bisection with ``plan(formulation=name, backend=backend)`` probes, from checkpoint-all's batch."""
-        from remat_models.planning.plan import PlanStatus, plan
-
         per_probe = None if time_limit is None else time_limit / self._planned_probes(max(self.start_batch, 0))
 
         def probe(batch: int) -> tuple[Probe, Schedule | None]:
@@ -275,8 +272,7 @@ class _Search:
             sim = result.simulation
             fits = sim is not None and sim.fits(self.memory)
             ok = fits and within_cap(sim.total_cost, self.cap)  # type: ignore[union-attr]
-            solver = str(result.details.get("solver_status", ""))
-            proven = result.status == PlanStatus.INFEASIBLE or (fits and solver == "optimal")
+            proven = result.status == PlanStatus.INFEASIBLE or (fits and result.solver_status is SolveStatus.OPTIMAL)
             status = "fits" if ok else "over_cap" if fits else result.status.value
             found = Probe(batch, ok, not ok and proven, _peak(sim), _cost(sim), status, time.perf_counter() - t0)
             return found, result.schedule if ok else None

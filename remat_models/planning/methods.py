@@ -8,16 +8,22 @@ A method is named ``NAME`` (a heuristic or ``auto``), ``FORMULATION[/BACKEND]`` 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from remat_models.backends import SolveLimits, backend_class
 from remat_models.core.graph import Graph
 from remat_models.core.schedule import Schedule
 from remat_models.errors import ConfigurationError
-from remat_models.formulations import Extension, approximation_names, formulation_names, get_formulation
+from remat_models.formulations import (
+    Extension,
+    approximation_names,
+    approximation_options,
+    formulation_names,
+    get_formulation,
+)
 from remat_models.heuristics.registry import HEURISTICS, run_heuristic
-from remat_models.planning.portfolio import auto
+from remat_models.planning.portfolio import AutoOptions, auto
 from remat_models.planning.result import MethodRun
 from remat_models.planning.solve import run_formulation
 
@@ -47,6 +53,16 @@ class MethodRef:
         if self.formulation is None:
             return str(self.method)
         return f"{self.formulation}/{self.approx or self.backend or get_formulation(self.formulation).default_backend}"
+
+    def option_names(self) -> list[str]:
+        """The option names the method takes (its options dataclass's fields; an approximation's keywords)."""
+        if self.formulation is not None:
+            if self.approx is not None:
+                return approximation_options(self.approx, self.formulation)
+            return [f.name for f in fields(get_formulation(self.formulation).options_type)]
+        if self.method in PORTFOLIOS:
+            return [f.name for f in fields(AutoOptions)]
+        return list(HEURISTICS[str(self.method)].options)
 
     @property
     def takes_time_limit(self) -> bool:

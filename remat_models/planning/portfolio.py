@@ -1,12 +1,12 @@
-"""``auto``: one method for users, a portfolio run in parallel processes; and the default warm start of exact solves.
+"""``auto``: one method for users, a portfolio run in parallel processes (exact solves' warm start: ``warm_start``).
 
 The portfolio (:mod:`remat_models.planning.portfolio_worker` runs its members) shares one deadline:
 
 - a worker process runs FastSA, then again with the next seeds while a run's time is left and until
-  ``RESTART_PATIENCE`` runs in a row bring no improvement (reporting each improvement);
-- a second one runs Checkmate's MILP on HiGHS on graphs of up to ``CHECKMATE_NODES`` nodes (a share of
+  ``restart_patience`` runs in a row bring no improvement (reporting each improvement);
+- a second one runs Checkmate's MILP on HiGHS on graphs of up to ``checkmate_nodes`` nodes (a share of
   the time; Moccasin follows unless Checkmate proved its optimum), else Moccasin on CP-SAT; below
-  ``INIT_FASTSA_NODES`` nodes it starts from FastSA's schedule if FastSA reports within ``WAIT_SHARE`` of
+  ``INIT_FASTSA_NODES`` nodes it starts from FastSA's schedule if FastSA reports within ``wait_share`` of
   the limit (else from the fast baselines), from there on from ``auto_init`` (its own short FastSA run),
   as ``remat solve -f moccasin`` would;
 - this process plans Chen's greedy and the saved-set knapsack meanwhile (milliseconds: the fallbacks).
@@ -23,21 +23,42 @@ import logging
 import os
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from multiprocessing.connection import wait
 from typing import Any
 
 from remat_models.core.graph import Graph
+from remat_models.core.limits import check_count
 from remat_models.core.schedule import Schedule, SimulationResult, simulate
+from remat_models.errors import ConfigurationError
+from remat_models.formulations.base import options_of
 from remat_models.heuristics.baselines import BASELINES
 from remat_models.planning.portfolio_worker import Worker
 from remat_models.planning.warm_start import DEFAULT_TIME_LIMIT, INIT_FASTSA_NODES
 
 log = logging.getLogger(__name__)
 
-CHECKMATE_NODES = 150  # Checkmate's MILP (O(n^2) variables) joins the portfolio up to this many nodes
-CHECKMATE_SHARE = 0.6  # of the exact worker's time, before Moccasin
-WAIT_SHARE = 0.25  # of the time limit the exact worker waits for FastSA's schedule as its warm start
 STOP_GRACE = 2.0  # seconds past the deadline before workers still running are stopped
+
+
+@dataclass(frozen=True)
+class AutoOptions:
+    """The portfolio's knobs (``plan(..., "auto", options={...})``, ``remat solve -m auto -O key=value``)."""
+
+    checkmate_nodes: int = 150  # Checkmate's MILP (O(n^2) variables) joins the portfolio up to this many nodes
+    checkmate_share: float = 0.6  # of the exact worker's time, before Moccasin
+    wait_share: float = 0.25  # of the time limit the exact worker waits for FastSA's schedule as its warm start
+    restart_patience: int = 8  # FastSA runs in a row without an improvement before its worker stops
+
+    def validated(self) -> AutoOptions:
+        """Itself, or a ConfigurationError naming the value out of range."""
+        check_count(self.checkmate_nodes, "auto option checkmate_nodes", minimum=0)
+        check_count(self.restart_patience, "auto option restart_patience", minimum=1)
+        for name in ("checkmate_share", "wait_share"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+                raise ConfigurationError(f"auto option {name} is a share in (0, 1], got {value!r}")
+        return self
 
 
 def _better(a: SimulationResult, b: SimulationResult | None, budget: int) -> bool:
@@ -93,14 +114,18 @@ def auto(
     time_limit: float | None = None,
     options: Mapping[str, Any] | None = None,
 ) -> tuple[Schedule, dict[str, Any]]:
-    """The portfolio's best schedule and details: each member's cost, peak, time and bound, and the best bound."""
+    """The portfolio's best schedule and details: each member's cost, peak, time and bound, and the best bound.
+
+    ``options``: :class:`AutoOptions` fields.
+    """
+    opts = options_of(AutoOptions, options, "auto")
     total = DEFAULT_TIME_LIMIT if time_limit is None else time_limit
     deadline = time.monotonic() + total
-    small = graph.n <= CHECKMATE_NODES
-    exact = {"formulations": ["checkmate", "moccasin"] if small else ["moccasin"], "first_share": CHECKMATE_SHARE}
-    wait = WAIT_SHARE * total if graph.n < INIT_FASTSA_NODES else 0.0  # larger: the exact worker runs auto_init
+    small = graph.n <= opts.checkmate_nodes
+    exact = {"formulations": ["checkmate", "moccasin"] if small else ["moccasin"], "first_share": opts.checkmate_share}
+    wait = opts.wait_share * total if graph.n < INIT_FASTSA_NODES else 0.0  # larger: the exact worker runs auto_init
     jobs = {
-        "fastsa": {"role": "fastsa"},
+        "fastsa": {"role": "fastsa", "patience": opts.restart_patience},
         "exact": {"role": "exact", "wait": wait, **exact},
     }
     portfolio = _Portfolio(graph, budget)

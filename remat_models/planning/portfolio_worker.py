@@ -35,7 +35,6 @@ log = logging.getLogger(__name__)
 FINISH_MARGIN = 1.0  # seconds a member leaves before the deadline to decode and report
 FINISH_SHARE = 0.2  # ... plus this share of the limit (decoding; CP-SAT presolve overshoots on 1M+ variables)
 MAX_RESTARTS = 1000  # FastSA runs (seeds) in one portfolio at most
-RESTART_PATIENCE = 8  # ... and it stops after this many runs in a row without an improvement
 
 
 class Worker:
@@ -96,9 +95,10 @@ def _member(conn: Connection, name: str, call: Callable[[], MethodRun]) -> Metho
     except RematError as error:
         _send(conn, name, None, error=str(error))
         return None
-    optimal = report.outcome is not None and report.outcome.status is SolveStatus.OPTIMAL
-    seconds = time.perf_counter() - started
-    _send(conn, report.label, report.schedule, bound=report.details.get("bound"), seconds=seconds, optimal=optimal)
+    outcome, seconds = report.outcome, time.perf_counter() - started
+    optimal = outcome is not None and outcome.status is SolveStatus.OPTIMAL
+    bound = None if outcome is None else outcome.bound
+    _send(conn, report.label, report.schedule, bound=bound, seconds=seconds, optimal=optimal)
     return report
 
 
@@ -120,14 +120,14 @@ def _send(
 def _fastsa(conn: Connection, job: dict[str, Any], total: float) -> None:
     """FastSA with the job's seed, then with the next seeds while a run's time is left, reporting improvements.
 
-    It stops after ``RESTART_PATIENCE`` runs in a row without one (small graphs: ``auto`` can return early).
+    It stops after the job's ``patience`` runs in a row without one (small graphs: ``auto`` can return early).
     """
     graph, budget = job["graph"], job["budget"]
     best: tuple[bool, float] | None = None  # (over budget, cost) of the best run so far
     last, since_best = 0.0, 0
     for restart in range(MAX_RESTARTS):
         left = _seconds_left(job, total)
-        if left < max(0.5, last) or since_best >= RESTART_PATIENCE:
+        if left < max(0.5, last) or since_best >= job["patience"]:
             return
         seed, started = job["seed"] + restart, time.perf_counter()
         try:

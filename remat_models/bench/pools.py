@@ -1,4 +1,4 @@
-"""Executors that run isolated tasks: a local pool (threads, each waiting on its own process) and Dask."""
+"""Pools that run isolated bench tasks: a local pool (threads, each waiting on its own process) and Dask."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 Record = dict[str, Any]
 
 
-class Executor(Protocol):
+class RunPool(Protocol):
     """Runs tasks (``RunSpec.to_task()``) and yields their records as they finish."""
 
     def map(self, tasks: Sequence[dict[str, Any]]) -> Iterator[Record]:
@@ -28,7 +28,7 @@ class Executor(Protocol):
 
 
 @dataclass(frozen=True)
-class LocalExecutor:
+class LocalPool:
     """``jobs`` runs at a time on this machine, each in its own process."""
 
     jobs: int = 1
@@ -50,7 +50,7 @@ class LocalExecutor:
 
 
 @dataclass(frozen=True)
-class DaskExecutor:
+class DaskPool:
     """Runs on a Dask distributed cluster (``tcp://HOST:PORT``); each task still gets its own process there."""
 
     address: str
@@ -76,15 +76,15 @@ class DaskExecutor:
             client.close()
 
 
-def make_executor(jobs: int = 1, scheduler: str | None = None) -> Executor:
-    """The Dask executor when a scheduler address is given, else the local pool."""
-    return DaskExecutor(scheduler) if scheduler else LocalExecutor(jobs)
+def make_pool(jobs: int = 1, scheduler: str | None = None) -> RunPool:
+    """The Dask pool when a scheduler address is given, else the local pool."""
+    return DaskPool(scheduler) if scheduler else LocalPool(jobs)
 
 
 def run_sweep(
     runs: Sequence[RunSpec],
     results: str | Path,
-    executor: Executor | None = None,
+    pool: RunPool | None = None,
     *,
     retry_failed: bool = False,
     on_start: Callable[[int, int], None] | None = None,
@@ -105,7 +105,7 @@ def run_sweep(
         if on_start is not None:
             on_start(len(pending), skipped)
         records = []
-        for record in (executor or LocalExecutor()).map([run.to_task() for run in pending]):
+        for record in (pool or LocalPool()).map([run.to_task() for run in pending]):
             store.append(record)
             records.append(record)
             if on_record is not None:
