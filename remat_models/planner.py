@@ -1,28 +1,10 @@
 """The public planning entry point (stable path): ``from remat_models.planner import plan``.
 
-Re-exports :mod:`remat_models.planning.plan`; see docs/architecture.md for where planning lives.
+Re-exports :mod:`remat_models.planning.plan` (``plan``, ``PlanResult``, ``PlanStatus``, the method names and
+parser); docs/architecture.md shows where planning lives.
 """
 
-from remat_models.planning.plan import (
-    DEFAULT_METHOD,
-    MethodRef,
-    PlanResult,
-    PlanStatus,
-    method_names,
-    methods,
-    over_budget_error,
-    parse_method_name,
-    plan,
-)
+from remat_models.planning import plan as _plan
+from remat_models.planning.plan import *  # noqa: F403
 
-__all__ = [
-    "DEFAULT_METHOD",
-    "MethodRef",
-    "PlanResult",
-    "PlanStatus",
-    "method_names",
-    "methods",
-    "over_budget_error",
-    "parse_method_name",
-    "plan",
-]
+__all__ = _plan.__all__
