@@ -134,3 +134,27 @@ def test_bad_method_names_and_time_limits_fail_before_anything_runs(args: tuple,
     run = remat(*args)
     assert run.returncode == 1 and message in run.stderr
     assert "│" not in run.stdout  # no results table: nothing ran
+
+
+def test_methods_lists_every_method_with_the_options_of_its_dataclass() -> None:
+    from dataclasses import fields
+
+    from remat_models.formulations import get_formulation
+
+    run = remat("methods")
+    assert run.returncode == 0, run.stderr
+    rows = {line.split("│")[1].strip(): line for line in run.stdout.splitlines() if line.count("│") > 3}
+    assert {"chen-greedy", "fastsa", "auto", "checkmate/highs", "checkmate/lp-rounding", "moccasin/cpsat"} <= set(rows)
+    assert "portfolio (default)" in rows["auto"] and "checkmate_nodes" in rows["auto"]
+    assert all(f.name in rows["moccasin/cpsat"] for f in fields(get_formulation("moccasin").options_type))
+
+
+def test_solve_defaults_to_auto_and_checks_its_options(tmp_path: Path) -> None:
+    graph = read_graph(EXAMPLE)
+    out = tmp_path / "plan.json"
+    bad = remat("solve", EXAMPLE, "-b", "80%", "-O", "bogus=1")
+    assert bad.returncode == 1 and "-O bogus is not an option of auto" in bad.stderr
+    run = remat("solve", EXAMPLE, "-b", "80%", "--time-limit", "20", "-O", "checkmate_nodes=0", "-o", out)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(out.read_text())["metadata"]["method"] == "auto"
+    assert simulate(graph, read_schedule(out, graph)).peak <= int(0.8 * input_order_peak(graph))

@@ -49,7 +49,7 @@ from remat_models.formulations import DEFAULT_FORMULATION, get_formulation
 from remat_models.io import GENERATORS, read_graph, read_schedule, write_graph, write_schedule
 from remat_models.io.atomic import check_output
 from remat_models.model import SolveStatus
-from remat_models.planning.methods import MethodRef, resolve_method
+from remat_models.planning.methods import DEFAULT_METHOD, MethodRef, all_methods, resolve_method
 from remat_models.planning.plan import PlanResult, PlanStatus, methods, parse_method_name, plan
 
 app = typer.Typer(help="Tensor rematerialization planning.", no_args_is_help=True, add_completion=False)
@@ -390,6 +390,19 @@ def backends_command() -> None:
         table.add_column(column)
     for name in sorted([*found, *found.missing]):
         table.add_row(name, "usable" if name in found else "missing", found.missing.get(name, ""))
+    console.print(table)
+
+
+@app.command("methods")
+def methods_command() -> None:
+    """Every planning method, whether it takes a time limit, and its options (from its options dataclass)."""
+    table = Table(title="planning methods (--method NAME, -f FORMULATION [--backend B | --approx A])")
+    for column in ("method", "kind", "time limit", "options (-O key=value)"):
+        table.add_column(column)
+    for ref in all_methods():
+        kind = "approximation" if ref.approx else "formulation" if ref.formulation else "heuristic"
+        kind = "portfolio (default)" if ref.method == DEFAULT_METHOD else kind
+        table.add_row(ref.label, kind, "yes" if ref.takes_time_limit else "no", ", ".join(ref.option_names()) or "-")
     console.print(table)
 
 

@@ -77,6 +77,15 @@ def method_names() -> list[str]:
     return [*HEURISTICS, *PORTFOLIOS]
 
 
+def all_methods() -> list[MethodRef]:
+    """Every method of the table: heuristics, portfolios, each formulation (default backend) and approximation."""
+    refs = [MethodRef(method=name) for name in method_names()]
+    for name in formulation_names():
+        refs.append(MethodRef(formulation=name))
+        refs += [MethodRef(formulation=name, approx=approx) for approx in approximation_names(name)]
+    return refs
+
+
 def methods() -> dict[str, Method]:
     """Every heuristic and portfolio method by name, with default knobs, as ``(graph, budget) -> Schedule``."""
     return {name: _default_run(name) for name in method_names()}
