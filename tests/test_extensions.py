@@ -147,6 +147,7 @@ GENERIC_MODULES = (
     "planning/default_view.py",
     "formulations/solving.py",
     "extensions/paging.py",  # formulations declare their paging part; the extension names none
+    "formulations/peak.py",  # ... and their peak model for exact max batch
     "cli/app.py",
 )
 

@@ -144,6 +144,7 @@ class FormulationBase:
     default_backend: ClassVar[str] = "highs"
     integral_option: ClassVar[str | None] = None  # options field set when the backend takes no continuous columns
     paging_part: ClassVar[str | None] = None  # module with the paging extension's part for this family, if any
+    peak_model: ClassVar[str | None] = None  # "module:function" building exact max batch's model (formulations/peak.py)
 
     def options(self, options: Any = None) -> Any:
         """Options as ``options_type`` (see ``options_of``)."""

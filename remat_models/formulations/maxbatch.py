@@ -32,13 +32,12 @@ import numpy as np
 from remat_models.backends import SolveLimits, get_backend
 from remat_models.core.graph import Graph
 from remat_models.core.schedule import Schedule, input_order_schedule, simulate
-from remat_models.errors import ConfigurationError, InvalidScheduleError
-from remat_models.formulations.base import BuiltModel
+from remat_models.errors import ConfigurationError
+from remat_models.formulations.peak import PeakModel, peak_model_of
 from remat_models.model import SolveStatus
 
 log = logging.getLogger(__name__)
 
-BASES = ("checkmate", "moccasin")
 EXACT_METHODS = ("min-peak", "product")
 
 
@@ -51,34 +50,6 @@ class ExactBatch:
     upper_bound: int | None
     status: SolveStatus
     details: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class PeakModel:
-    """A base model on the per-sample graph with a variable capacity column and its cost row's terms.
-
-    The per-sample peak of a solution is ``unit * PEAK + offset`` bytes; ``start`` are the hints of the
-    checkpoint-all schedule (which meets any cap >= one plain pass), ``start_peak`` its PEAK value.
-    """
-
-    built: BuiltModel
-    decode: Any  # (built, values) -> Schedule
-    peak_block: str  # a one-cell block
-    unit: float
-    offset: int
-    cost_cols: np.ndarray
-    cost_coefs: np.ndarray
-    start: dict[str, np.ndarray]
-    start_peak: float
-
-    @property
-    def peak_col(self) -> int:
-        """The PEAK column."""
-        return int(self.built.model.block(self.peak_block).cols[0])
-
-    def peak_bytes(self, peak_units: float) -> float:
-        """Per-sample bytes for a PEAK value."""
-        return self.unit * peak_units + self.offset
 
 
 def solve_exact(
@@ -103,8 +74,7 @@ def solve_exact(
     """
     if method not in EXACT_METHODS:
         raise ConfigurationError(f"unknown exact max-batch method {method!r}; choose one of {EXACT_METHODS}")
-    if base not in BASES:
-        raise ConfigurationError(f"max-batch {method} runs on {' or '.join(BASES)}, not {base!r} (use bisection)")
+    build_peak = peak_model_of(base, method)
     scaling = graph.batch_scaling
     if scaling is None:
         raise ConfigurationError(f"graph {graph.name!r} has no batch scaling")
@@ -117,10 +87,7 @@ def solve_exact(
         return ExactBatch(0, None, 0, SolveStatus.INFEASIBLE, {"reason": "nothing fits at batch 1"})
     per_sample = scaling.per_sample(graph)
     initial = input_order_schedule(per_sample) if start is None else start
-    if base == "checkmate":
-        pm = _checkmate_peak(per_sample, backend, options, initial)
-    else:
-        pm = _moccasin_peak(per_sample, options, initial)
+    pm = build_peak(per_sample, backend, options, initial)
     unit = pm.built.units.cost_unit
     cap_units = cap / unit
     if pm.built.units.cost_exact:
@@ -207,66 +174,3 @@ def _product_rows(
     m.add_rows(np.zeros(bits), beta.cols, weights, ub=[max(span, 0)], name="max_batch_span")
     m.set_objective(beta.cols, weights, "max")
     return base_batch, {**hints, "BATCH_BIT": np.zeros(bits), "BATCH_Z": np.zeros(bits)}
-
-
-def _checkmate_peak(graph: Graph, backend: str, options: Mapping[str, Any] | None, initial: Schedule) -> PeakModel:
-    """Checkmate on the per-sample graph with ``U[t, v] + ws_v R[t, v] <= PEAK`` (capacity: every byte at once)."""
-    from remat_models.formulations.checkmate.formulation import CHECKMATE
-
-    everything = graph.fixed_mem + int(graph.mem.sum()) + int(graph.workspace.max())
-    built = CHECKMATE.build_for(graph, everything, backend, options)
-    m = built.model
-    cost_cols, cost_coefs = m.obj_cols.copy(), m.obj_coefs.copy()
-    u = built.index("U")
-    stage, node = u.coords
-    r_cols = built.index("R").lookup(stage, node)
-    workspace = graph.workspace[node] / built.mem_scale
-    integral = bool(m.col_integer[u.cols[0]])
-    peak = m.int_block("PEAK", 1, 0, built.capacity) if integral else m.cont_block("PEAK", 1, 0.0, built.capacity)
-    count = u.cols.size
-    rows = np.concatenate([np.arange(count)] * 3)
-    cols = np.concatenate([u.cols, r_cols, np.full(count, peak.cols[0])])
-    coefs = np.concatenate([np.ones(count), workspace, -np.ones(count)])
-    m.add_rows(rows, cols, coefs, ub=np.zeros(count), name="max_batch_peak")
-    start = _hints(CHECKMATE, built, initial, graph)
-    x = m.flatten(start, fill=0.0)
-    start_peak = float((x[u.cols] + workspace * x[r_cols]).max())
-    start["PEAK"] = np.array([start_peak])
-    return PeakModel(
-        built, CHECKMATE.decode, "PEAK", built.mem_scale, 0, cost_cols, cost_coefs, start, start_peak
-    )
-
-
-def _moccasin_peak(graph: Graph, options: Mapping[str, Any] | None, initial: Schedule) -> PeakModel:
-    """Moccasin's phase-1 model on the per-sample graph: the cumulative's capacity ``peak`` is the variable."""
-    from remat_models.formulations.moccasin.formulation import MOCCASIN
-    from remat_models.formulations.moccasin.model import build_model
-
-    opts = MOCCASIN.options(options)
-    everything = graph.fixed_mem + int(graph.mem.sum()) + int(graph.workspace.max())
-    built = build_model(graph, graph.lower_bound, opts, phase1_peak=everything + graph.lower_bound)
-    assert built.layout is not None and built.scaled is not None
-    m = built.model
-    presence = m.block("retain.presence").cols
-    start = _hints(MOCCASIN, built, initial, graph)
-    start_peak = float(start["peak"][0])
-    return PeakModel(
-        built,
-        MOCCASIN.decode,
-        "peak",
-        float(built.units.mem_unit),
-        graph.fixed_mem,
-        presence.copy(),
-        built.scaled.cost[built.layout.owner].astype(np.float64),
-        start,
-        start_peak,
-    )
-
-
-def _hints(form: Any, built: BuiltModel, initial: Schedule, graph: Graph) -> dict[str, np.ndarray]:
-    """Warm-start values of ``initial``, or of checkpoint-all when ``initial`` does not fit the model's structure."""
-    try:
-        return form.hints(built, initial)
-    except (ConfigurationError, InvalidScheduleError) as error:
-        log.warning("max-batch warm start dropped (%s): starting from checkpoint-all", error)
-        return form.hints(built, input_order_schedule(graph))

@@ -136,6 +136,7 @@ class Checkmate(FormulationBase):
 
     name: ClassVar[str] = "checkmate"
     paging_part: ClassVar[str | None] = "remat_models.formulations.checkmate.paging"
+    peak_model: ClassVar[str | None] = "remat_models.formulations.checkmate.peak:peak_model"
     options_type: ClassVar[type] = CheckmateOptions
     default_backend: ClassVar[str] = "highs"
     integral_option: ClassVar[str | None] = "integral_memory"

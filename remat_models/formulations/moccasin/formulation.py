@@ -45,6 +45,7 @@ class MoccasinFormulation(FormulationBase):
 
     name: ClassVar[str] = "moccasin"
     paging_part: ClassVar[str | None] = "remat_models.formulations.moccasin.paging"
+    peak_model: ClassVar[str | None] = "remat_models.formulations.moccasin.peak:peak_model"
     options_type: ClassVar[type] = MoccasinOptions
     default_backend: ClassVar[str] = "cpsat"
 
