@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from remat_models.errors import ConfigurationError
@@ -18,22 +18,6 @@ _HEURISTIC_FAMILIES = {
     "griewank": "griewank_logn",
 }
 _FORMULATION_FAMILIES = {"checkmate": "checkmate_milp", "moccasin": "moccasin"}
-_KEYS = {
-    "label",
-    "name",
-    "formulation",
-    "backend",
-    "approx",
-    "init",
-    "options",
-    "plugin",
-    "time_limit",
-    "seeds",
-    "seed",
-    "workers",
-    "paper",
-    "extensions",
-}
 
 
 @dataclass(frozen=True)
@@ -80,6 +64,9 @@ class MethodSpec:
         data = asdict(self)
         data["seeds"] = None if self.seeds is None else list(self.seeds)
         return data
+
+
+_KEYS = {f.name for f in fields(MethodSpec)} | {"seed"}  # a sweep's method table: the spec's fields (seed: one seed)
 
 
 def parse_method(text: str) -> MethodSpec:
