@@ -31,3 +31,25 @@ def test_the_public_paths_the_readme_shows_still_import() -> None:
 
     assert all(callable(f) for f in (eager_frees, simulate, parse_budget, read_graph, plan))
     assert Graph.__module__ == "remat_models.core.graph" and PlanResult.__module__ == "remat_models.planning.result"
+
+
+def test_a_new_heuristic_is_one_function_and_one_registration() -> None:
+    from checkmate_graphs import budgets, tiny_unet
+
+    from remat_models.core.schedule import eager_frees, simulate
+    from remat_models.heuristics.registry import HEURISTICS, Heuristic, register_heuristic
+    from remat_models.planner import method_names, parse_method_name, plan
+
+    def input_order(graph, budget):  # a user's own heuristic: any function returning a schedule
+        return eager_frees(graph, graph.order)
+
+    register_heuristic("input-order", Heuristic(lambda graph, budget, **_: (input_order(graph, budget), {})))
+    try:
+        graph = tiny_unet()
+        budget = max(budgets(graph))
+        assert "input-order" in method_names() and parse_method_name("input-order").method == "input-order"
+        result = plan(graph, budget, "input-order", allow_over_budget=True)
+        assert result.method == "input-order"
+        assert result.simulation.peak == simulate(graph, eager_frees(graph, graph.order)).peak
+    finally:
+        del HEURISTICS["input-order"]
