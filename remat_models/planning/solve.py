@@ -10,7 +10,7 @@ from typing import Any
 
 from remat_models.backends import SolveLimits
 from remat_models.core.graph import Graph
-from remat_models.core.schedule import Schedule
+from remat_models.core.schedule import Schedule, simulate
 from remat_models.formulations import Extension, SolveOutcome, get_formulation
 from remat_models.formulations.solving import DEFAULT_LIMITS, approximate, solve_model
 from remat_models.model import SolveStatus
@@ -41,7 +41,7 @@ def run_formulation(
         outcome = approximate(
             graph, budget, formulation, approx, backend, options=options, limits=limits, extensions=extensions
         )
-        return _run_of(f"{formulation}/{approx}", budget, outcome, None, init, extensions)
+        return _run_of(f"{formulation}/{approx}", graph, budget, outcome, None, init, extensions)
     check_size = getattr(get_formulation(formulation), "check_size", None)
     if check_size is not None:
         check_size(graph, budget, options)
@@ -58,11 +58,12 @@ def run_formulation(
         init=None if start is None else start.schedule,
         extensions=extensions,
     )
-    return _run_of(f"{formulation}/{outcome.backend}", budget, outcome, start, init, extensions)
+    return _run_of(f"{formulation}/{outcome.backend}", graph, budget, outcome, start, init, extensions)
 
 
 def _run_of(
     label: str,
+    graph: Graph,
     budget: int,
     outcome: SolveOutcome,
     start: WarmStart | None,
@@ -84,7 +85,7 @@ def _run_of(
     )
     if start is None or extensions:
         return run
-    initial, found = start.simulation, outcome.simulation
+    initial, found = start.simulation or simulate(graph, start.schedule), outcome.simulation
     if initial.fits(budget) and (found is None or not found.fits(budget) or initial.total_cost < found.total_cost):
         log.info("%s did not improve on its warm start: returning the warm start", label)
         details["returned_warm_start"] = True

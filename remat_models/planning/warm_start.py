@@ -15,16 +15,16 @@ INIT_FASTSA_SHARE = 0.2
 
 
 class WarmStart(NamedTuple):
-    """A warm-start schedule with its simulation (so that nothing simulates it twice)."""
+    """A warm-start schedule with its simulation (so that nothing simulates it twice; None: a given schedule)."""
 
     schedule: Schedule
-    simulation: SimulationResult
+    simulation: SimulationResult | None
 
 
 def initial_schedule(
     graph: Graph, budget: int, init: str | Schedule | None, seed: int = 0, time_limit: float | None = None
 ) -> WarmStart | None:
-    """A warm start: given, or produced by the heuristic method named ``init``, simulated once.
+    """A warm start: given, or produced by the heuristic method named ``init`` (then simulated, once).
 
     ``"auto"``: :func:`auto_init` (None if no fast heuristic fits); ``"none"`` or None: None.
     On a graph with operator implementations the heuristic plans the default view (lifted back).
@@ -33,10 +33,12 @@ def initial_schedule(
         return None
     if init == "auto":
         return None if graph.impl_table is not None else auto_init(graph, budget, seed=seed, time_limit=time_limit)
-    if isinstance(init, str) and graph.impl_table is not None:
+    if not isinstance(init, str):
+        return WarmStart(init, None)  # simulated only where it may be returned (it may hold transfer steps)
+    if graph.impl_table is not None:
         schedule = lift_schedule(graph, run_heuristic(init, graph.default_view(), budget, seed=seed)[0])
     else:
-        schedule = run_heuristic(init, graph, budget, seed=seed)[0] if isinstance(init, str) else init
+        schedule = run_heuristic(init, graph, budget, seed=seed)[0]
     return WarmStart(schedule, simulate(graph, schedule))
 
 
