@@ -13,12 +13,13 @@ from rich.logging import RichHandler
 from rich.table import Table
 
 from remat_models.cli.bench import bench_app
-from remat_models.cli.console import make_console, planning_status
+from remat_models.cli.console import discard_stdout, make_console, planning_status
 from remat_models.cli.maxbatch import max_batch_command
 from remat_models.cli.options import (
     AllowanceOption,
     ApproxOption,
     BackendOption,
+    ForceOption,
     FormulationOption,
     ImplsOption,
     InitOption,
@@ -48,6 +49,7 @@ from remat_models.extensions.registry import make_extensions
 from remat_models.formulations import DEFAULT_FORMULATION, get_formulation
 from remat_models.io import GENERATORS, read_graph, read_schedule, write_graph, write_schedule
 from remat_models.io.atomic import check_output
+from remat_models.io.generators import MAX_NODES
 from remat_models.model import SolveStatus
 from remat_models.planning.methods import DEFAULT_METHOD, MethodRef, all_methods, resolve_method
 from remat_models.planning.plan import PlanResult, PlanStatus, methods, parse_method_name, plan
@@ -68,11 +70,15 @@ BudgetOption = Annotated[str, typer.Option("--budget", "-b", help="Bytes, '11.3G
 
 @app.callback()
 def _configure(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log progress.")] = False) -> None:
-    logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING,
-        format="%(message)s",
-        handlers=[RichHandler(console=errors, show_path=False)],
-    )
+    """Warnings (and with ``-v`` the ``remat_models`` progress messages) go to stderr.
+
+    The handler's own level filters too: the planning status line lowers the ``remat_models`` logger
+    to INFO while it runs, and those messages must reach the status line only, not stderr.
+    """
+    level = logging.INFO if verbose else logging.WARNING
+    handler = RichHandler(console=errors, show_path=False, level=level)
+    logging.basicConfig(level=logging.WARNING, format="%(message)s", handlers=[handler])
+    logging.getLogger("remat_models").setLevel(level)
 
 
 def _resolve_budget(graph: Graph, text: str) -> int:
@@ -111,6 +117,7 @@ def graph_convert(
     fmt: Annotated[str, typer.Option("--format", "-f", help="remat | node-link")] = "remat",
 ) -> None:
     """Convert a graph between the project's format and networkx node-link JSON."""
+    check_output(target, [source])
     graph = read_graph(source)
     write_graph(graph, target, fmt=fmt)
     console.print(f"wrote {target} ({fmt}, {graph.n} nodes, {graph.m} edges)")
@@ -120,12 +127,15 @@ def graph_convert(
 def graph_generate(
     kind: Annotated[str, typer.Argument(help=f"One of: {', '.join(GENERATORS)}.")],
     output: Annotated[Path, typer.Option("--out", "-o", help="Output file.")],
-    size: Annotated[int, typer.Option("--size", "-n", help="Main size parameter (see --help of each).")] = 8,
-    seed: Annotated[int, typer.Option("--seed", help="Random seed.")] = 0,
+    size: Annotated[
+        int, typer.Option("--size", "-n", help=f"Main size parameter (graphs of at most {MAX_NODES:,} nodes).")
+    ] = 8,
+    seed: Annotated[int, typer.Option("--seed", help="Random seed (>= 0).")] = 0,
 ) -> None:
     """Generate a synthetic graph (linear chain, random layered, U-Net-like, transformer-like)."""
     if kind not in GENERATORS:
         raise ConfigurationError(f"unknown generator {kind!r}; choose one of {', '.join(GENERATORS)}")
+    check_output(output)
     graph = GENERATORS[kind].build(size=size, seed=seed)
     write_graph(graph, output)
     console.print(f"wrote {output} ({graph.name}: {graph.n} nodes, {graph.m} edges)")
@@ -232,6 +242,7 @@ def solve_command(
     seed: SeedOption = 0,
     workers: WorkersOption = 1,
     out: ScheduleOutOption = None,
+    force: ForceOption = False,
     extension_specs: WithOption = None,
     option_pairs: OptionOption = None,
     solver_option_pairs: SolverOptionOption = None,
@@ -239,7 +250,7 @@ def solve_command(
 ) -> None:
     """Plan a graph under a budget with a heuristic or a solver; exit 3 if no schedule fits."""
     if out is not None:
-        check_output(out)  # fail now, not after a long solve
+        check_output(out, [graph_path])  # fail now, not after a long solve
     graph = read_graph(graph_path)
     limit = _resolve_budget(graph, budget)
     if formulation is None and (backend or approx):
@@ -265,27 +276,47 @@ def solve_command(
             impls=_impls_flag(impls),
             solver_options=solver_options(solver_option_pairs),
         )
-    _report(result, graph, f"{graph_path.name} at {limit:,} B", out)
+    _report(result, graph, f"{graph_path.name} at {limit:,} B", out, force)
 
 
-def _report(result: PlanResult, graph: Graph, title: str, out: Path | None) -> None:
-    """Print the result (and the solver's numbers), write the schedule; exit 130 if interrupted, 3 if over budget."""
+def _report(result: PlanResult, graph: Graph, title: str, out: Path | None, force: bool) -> None:
+    """Print the result (and the solver's numbers), write the schedule; exit 130 if interrupted, 3 if over budget.
+
+    An interrupted or over-budget schedule is written to a new file but replaces an existing one only
+    with ``force``.
+    """
     console.print(_results_table(title, [result]))
     solver = _solver_table(result)
     if solver is not None:
         console.print(solver)
+    failure = _failure(result)
+    kept = False
     if out is not None and result.schedule is not None:
-        write_schedule(out, result.schedule, graph, metadata=result.metadata())
-        console.print(f"wrote {out}")
+        metadata = result.metadata()
+        if write_schedule(out, result.schedule, graph, metadata=metadata, replace=force or failure is None):
+            console.print(f"wrote {out}")
+        else:
+            kept = True
+    if failure is None:
+        return
+    code, message, what = failure
+    errors.print(message, markup=False, highlight=False, soft_wrap=True)
+    if kept:
+        kept_line = f"kept the old {out}: the new schedule is {what} (--force replaces it)"
+        errors.print(kept_line, markup=False, highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def _failure(result: PlanResult) -> tuple[int, str, str] | None:
+    """Exit status, stderr line and a short description of an interrupted or over-budget result; None if fine."""
     if result.solver_status is SolveStatus.INTERRUPTED:
-        errors.print(f"interrupted: {result.method} stopped early; shown is the best it had found", markup=False)
-        raise typer.Exit(130)
+        message = f"interrupted: {result.method} stopped early; shown is the best it had found"
+        return 130, message, "from an interrupted run"
     if result.status is not PlanStatus.WITHIN_BUDGET:
         peak = "" if result.simulation is None else f" (best peak {result.simulation.peak:,} B)"
-        errors.print(
-            f"error: {result.method} found no schedule within {result.budget:,} B: {result.status.value}{peak}"
-        )
-        raise typer.Exit(3)
+        message = f"error: {result.method} found no schedule within {result.budget:,} B: {result.status.value}{peak}"
+        return 3, message, "over budget"
+    return None
 
 
 def _impls_flag(text: str) -> bool:
@@ -321,7 +352,7 @@ def export_command(
         raise ConfigurationError(f"unknown export format {chosen!r}; choose one of {', '.join(EXPORT_FORMATS)}")
     if output.suffix != f".{chosen}":
         raise ConfigurationError(f"output {output} does not end in .{chosen}")
-    check_output(output)
+    check_output(output, [graph_path])
     graph = read_graph(graph_path)
     limit = _resolve_budget(graph, budget)
     check_budget(graph, limit)
@@ -407,15 +438,26 @@ def methods_command() -> None:
 
 
 def main() -> None:
-    """Console entry point: library errors become one line on stderr and exit status 1 (3: over budget)."""
+    """Console entry point: library errors become one line on stderr and exit status 1 (3: over budget).
+
+    A failed write on stdout (a full disk, ``> /dev/full``) is such an error (an OutputError from the
+    console); a reader that closed stdout (``| head``) ends the command quietly with status 1.
+    """
     try:
         app()
     except BudgetExceededError as error:
-        errors.print(f"error: {error}", highlight=False, markup=False, soft_wrap=True)
-        sys.exit(3)
+        _fail(error, 3)
     except RematError as error:
-        errors.print(f"error: {error}", highlight=False, markup=False, soft_wrap=True)
+        _fail(error, 1)
+    except BrokenPipeError:
+        discard_stdout()  # the interpreter's last flush of stdout must not fail again
         sys.exit(1)
+
+
+def _fail(error: RematError, code: int) -> None:
+    """Print ``error`` as one line on stderr and exit with ``code``."""
+    errors.print(f"error: {error}", highlight=False, markup=False, soft_wrap=True)
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from remat_models.cli.console import make_console
-from remat_models.errors import ConfigurationError
+from remat_models.errors import ConfigurationError, OutputError
+from remat_models.io.atomic import check_not_input
 
 bench_app = typer.Typer(help="Benchmark sweeps, reports against published tables, plots.", no_args_is_help=True)
 plot_app = typer.Typer(help="Plots (PNG and SVG) from results or schedules.", no_args_is_help=True)
@@ -64,6 +65,7 @@ def run_command(
     if results.is_dir():
         raise ConfigurationError(f"results path {results} is a folder")
     runs = expand(sweep, graphs_dir=graphs_dir, schedule_dir=schedules, only=group)
+    check_not_input(results, [*([sweep_file] if sweep_file else []), *sorted({run.graph_path for run in runs})])
     statuses: Counter[str] = Counter()
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=progress_console, transient=False) as progress:
@@ -102,8 +104,9 @@ def report_command(
     from remat_models.bench.reference import NO_REFERENCE, load_reference
     from remat_models.bench.report import build_tables, write_report
 
-    records = _records(results)
     folder = out or results.with_name(f"{results.stem}_report")
+    _check_report_folder(folder, results)
+    records = _records(results)
     reference_dir: Path | None = reference or default_reference_dir()
     if reference is None and not reference_dir.is_dir():  # a fresh clone: no shared folder beside it
         note = f"note: no published numbers ({reference_dir} is absent; pass --reference FOLDER)"
@@ -120,6 +123,7 @@ def plot_progress_command(results: ResultsPath, out: StemOption) -> None:
     """Objective against time per method (Moccasin Fig. 1/5), one panel per graph and budget."""
     from remat_models.bench.plots import plot_progress
 
+    _check_plot_stem(out, [results])
     console.print(f"wrote {', '.join(map(str, plot_progress(_records(results), out)))}")
 
 
@@ -128,6 +132,7 @@ def plot_tradeoff_command(results: ResultsPath, out: StemOption) -> None:
     """Cost increase against budget per method (FastSA Fig. 9), one panel per graph."""
     from remat_models.bench.plots import plot_tradeoff
 
+    _check_plot_stem(out, [results])
     console.print(f"wrote {', '.join(map(str, plot_tradeoff(_records(results), out)))}")
 
 
@@ -143,10 +148,27 @@ def plot_timeline_command(
     from remat_models.core.budget import parse_budget
     from remat_models.io import read_graph, read_schedule
 
+    _check_plot_stem(out, [graph_path, *schedule_paths])
     graph = read_graph(graph_path)
     schedules = [(path.stem, read_schedule(path, graph)) for path in schedule_paths]
     limit = None if budget is None else parse_budget(budget, graph)
     console.print(f"wrote {', '.join(map(str, plot_timeline(graph, schedules, limit, out)))}")
+
+
+REPORT_SUFFIXES = (".md", ".csv", ".png", ".svg")  # what `remat bench report` writes into its folder
+
+
+def _check_report_folder(folder: Path, results: Path) -> None:
+    """Refuse a report folder that is the results file, or holds it under a name the report may write."""
+    check_not_input(folder, [results])
+    if results.resolve().parent == folder.resolve() and results.suffix in REPORT_SUFFIXES:
+        raise OutputError(f"results file {results} lies in the report folder {folder}, where it may be overwritten")
+
+
+def _check_plot_stem(stem: Path, inputs: list[Path]) -> None:
+    """Refuse a plot stem whose .png or .svg file is one of the inputs."""
+    for suffix in (".png", ".svg"):
+        check_not_input(stem.with_suffix(suffix), inputs)
 
 
 def _records(path: Path) -> list[dict[str, Any]]:

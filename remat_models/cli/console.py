@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import logging
+import os
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import IO, TextIO, cast
 
 from rich.console import Console
 from rich.status import Status
+
+from remat_models.errors import OutputError
 
 PIPE_WIDTH = 10_000  # columns when writing to a pipe, a file or a CI log: tables keep their natural width
 
@@ -23,8 +28,62 @@ def make_console(*, stderr: bool = False) -> Console:
     ellipsis; a table printed into a pipe or a CI log would lose digits. Tables are not expanded, so
     a large width only lets them take the room they need.
     """
-    console = Console(stderr=stderr)
-    return console if console.is_terminal else Console(stderr=stderr, width=PIPE_WIDTH)
+    if stderr:
+        console = Console(stderr=True)
+        return console if console.is_terminal else Console(stderr=True, width=PIPE_WIDTH)
+    stdout = cast("IO[str]", _Stdout())
+    console = Console(file=stdout)
+    return console if console.is_terminal else Console(file=stdout, width=PIPE_WIDTH)
+
+
+class _Stdout:
+    """The process's stdout as it is at each write (tests swap ``sys.stdout``, as rich's live display does).
+
+    A failed write (a full disk, ``> /dev/full``) raises OutputError, which the command prints as one
+    line; a reader that went away stays a BrokenPipeError, on which rich ends the command quietly.
+    """
+
+    @property
+    def _stream(self) -> TextIO:
+        return getattr(sys.stdout, "rich_proxied_file", sys.stdout)  # past rich's live-display proxy, as rich does
+
+    @property
+    def encoding(self) -> str:
+        return getattr(self._stream, "encoding", None) or "utf-8"
+
+    def isatty(self) -> bool:
+        return self._stream.isatty()
+
+    def fileno(self) -> int:
+        return self._stream.fileno()
+
+    def write(self, text: str) -> int:
+        with _stdout_errors():
+            return self._stream.write(text)
+
+    def flush(self) -> None:
+        with _stdout_errors():
+            self._stream.flush()
+
+
+@contextmanager
+def _stdout_errors() -> Iterator[None]:
+    try:
+        yield
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        discard_stdout()  # what stdout still buffers would fail again at exit
+        raise OutputError(f"cannot write to standard output: {exc.strerror or exc}") from exc
+
+
+def discard_stdout() -> None:
+    """Point the stdout file descriptor at the null device (after it failed), as rich does on a broken pipe."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, sys.stdout.fileno())
+    finally:
+        os.close(null)
 
 
 class _StatusHandler(logging.Handler):

@@ -65,7 +65,7 @@ def max_batch_command(
 ) -> None:
     """Largest batch that fits --memory with at most one extra forward pass (--cap-factor); exit 3 if none."""
     if out is not None:
-        check_output(out)
+        check_output(out, [graph_path])
     if heuristic is not None and (formulation or backend or option_pairs):
         raise ConfigurationError("--heuristic runs by bisection on the simulator: no --formulation/--backend/-O/--init")
     raw = read_graph(graph_path)
@@ -92,9 +92,12 @@ def max_batch_command(
 def _report(
     result: MaxBatchResult, graph: Graph, path: Path, file_batch: int, memory: str, out: Path | None, as_json: bool
 ) -> None:
-    """Print the result (a table, or one JSON object), write the schedule at its batch; exit 3 if no batch fits."""
+    """Print the result (a table, or one JSON object), write the schedule at its batch; exit 3 if no batch fits.
+
+    No batch fits: there is no schedule, and an existing ``out`` is left as it was.
+    """
     if as_json:
-        typer.echo(json.dumps({"graph": str(path), "file_batch": file_batch, **result.summary()}))
+        console.out(json.dumps({"graph": str(path), "file_batch": file_batch, **result.summary()}), highlight=False)
     else:
         console.print(memory)
         console.print(_table(path.name, result))

@@ -51,6 +51,13 @@ IterationsOption = Annotated[
 SeedOption = Annotated[int, typer.Option("--seed", help="Solver / rounding / FastSA seed.")]
 WorkersOption = Annotated[int, typer.Option("--workers", help="Solver threads (where supported).")]
 ScheduleOutOption = Annotated[Path | None, typer.Option("--out", "-o", help="Write the schedule JSON here.")]
+ForceOption = Annotated[
+    bool,
+    typer.Option(
+        "--force",
+        help="Let an over-budget or interrupted result replace an existing --out file (else the old file is kept).",
+    ),
+]
 ImplsOption = Annotated[
     str,
     typer.Option(
@@ -133,10 +140,14 @@ def collect_options(ref: MethodRef, flags: Mapping[str, tuple[str, Any]], pairs:
     """Options from flags (``{flag: (option name, value or None if unset)}``) and ``-O key=value`` pairs.
 
     Every name is checked against what the method takes (its options dataclass); an error names the flag.
+    A flag and a ``-O`` pair setting the same option is an error naming both.
     """
     given = {flag: (name, value) for flag, (name, value) in flags.items() if value is not None}
     options = {name: value for name, value in given.values()}
     for key, value in parse_pairs(pairs, "-O").items():
+        flag = next((flag for flag, (name, _) in given.items() if name == key), None)
+        if flag is not None:
+            raise ConfigurationError(f"{flag} and -O {key} both set the option {key}; give one of them")
         options[key] = value
         given[f"-O {key}"] = (key, value)
     if not options:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import ModuleType
 from typing import Annotated
 
 import typer
 from rich.table import Table
 
 from remat_models.cli.console import make_console
+from remat_models.core.limits import check_count
 from remat_models.errors import BackendUnavailableError, RematError
 from remat_models.planning.methods import DEFAULT_METHOD
 
@@ -17,11 +19,12 @@ console = make_console()
 ExampleSpec = Annotated[
     str, typer.Argument(help="FILE.py:NAME, a function returning (model, inputs, targets, loss_fn).")
 ]
-BatchOption = Annotated[int | None, typer.Option("--batch", help="Batch size passed to NAME(batch=...).")]
+BatchOption = Annotated[int | None, typer.Option("--batch", help="Batch size (>= 1) passed to NAME(batch=...).")]
+DEVICE_HELP = "cpu, cuda, cuda:N, mps...: a device torch finds here"
 
 
-def _torch_front_end() -> object:
-    """Import remat_models.torch, or say how to install it."""
+def _torch_front_end() -> ModuleType:
+    """Import remat_models.torch.validate, or say how to install torch."""
     try:
         import remat_models.torch.validate as front_end
     except ImportError as exc:
@@ -36,7 +39,7 @@ def from_torch(
     output: Annotated[Path, typer.Option("--out", "-o", help="Graph JSON to write.")],
     batch: BatchOption = None,
     cost: Annotated[str, typer.Option("--cost", help="flops | time (measured on --device)")] = "flops",
-    device: Annotated[str, typer.Option("--device", help="cpu | cuda")] = "cpu",
+    device: Annotated[str, typer.Option("--device", help=DEVICE_HELP)] = "cpu",
     impls: Annotated[
         bool, typer.Option("--impls", help="Attach alternative implementations (input-activated ReLU backward).")
     ] = False,
@@ -45,12 +48,13 @@ def from_torch(
     from remat_models.io import write_graph
     from remat_models.io.atomic import check_output
 
-    check_output(output)  # before the (slow) trace
+    check_output(output, [spec.rpartition(":")[0]])  # before the (slow) trace; never over the example file
     front_end = _torch_front_end()
     from remat_models.torch import extract
 
-    model, inputs, targets, loss_fn = front_end.load_example(spec, batch)  # type: ignore[attr-defined]
-    model, inputs, targets = front_end.to_device(model, inputs, targets, device)  # type: ignore[attr-defined]
+    front_end.resolve_device(device)  # before the example is built
+    model, inputs, targets, loss_fn = front_end.load_example(spec, batch)
+    model, inputs, targets = front_end.to_device(model, inputs, targets, device)
     torch_graph = extract(model, inputs, loss_fn, targets, cost=cost, name=spec.rpartition(":")[2])
     if impls:
         from remat_models.torch.impl_ops import attach_impls
@@ -68,14 +72,16 @@ def validate(
     spec: ExampleSpec,
     budget: Annotated[str, typer.Option("--budget", "-b", help="Bytes, '11.3GiB', '50%' or '0.5'.")] = "50%",
     method: Annotated[str, typer.Option("--method", "-m", help="Planning method (default auto).")] = DEFAULT_METHOD,
-    device: Annotated[str, typer.Option("--device", help="cpu | cuda")] = "cpu",
+    device: Annotated[str, typer.Option("--device", help=DEVICE_HELP)] = "cpu",
     batch: BatchOption = None,
     repeats: Annotated[int, typer.Option("--repeats", help="Timing repeats (median).")] = 5,
 ) -> None:
     """Run a planned training step against plain autograd: predicted vs measured memory, gradients, time."""
     front_end = _torch_front_end()
-    model, inputs, targets, loss_fn = front_end.load_example(spec, batch)  # type: ignore[attr-defined]
-    report = front_end.validate(  # type: ignore[attr-defined]
+    check_count(repeats, "repeats")
+    front_end.resolve_device(device)  # before the example is built
+    model, inputs, targets, loss_fn = front_end.load_example(spec, batch)
+    report = front_end.validate(
         model, inputs, targets, loss_fn, budget=budget, method=method, device=device, repeats=repeats
     )
     table = Table(title=f"{spec} on {report.device} ({method}, budget {budget} -> {report.budget:,} B)")

@@ -233,14 +233,26 @@ def cost_cap(graph: Graph, factor: float = 2.0, kinds: Iterable[NodeKind | str] 
     """Checkmate's eq. (10) generalized: total cost plus ``factor - 1`` times the cost of the ``kinds`` nodes.
 
     The default (factor 2, forward nodes; the loss is not counted) allows one extra forward pass. A graph
-    with no backward or loss node counts every node as forward.
+    with no backward or loss node counts every node as forward. An unknown kind is a ConfigurationError.
     """
     if not factor >= 1.0:
         raise ConfigurationError(f"cap factor must be >= 1 (1 = no recomputation), got {factor!r}")
-    wanted = {NodeKind(k) for k in kinds}
+    wanted = _node_kinds(kinds)
     has_backward = any(k in (NodeKind.BACKWARD, NodeKind.LOSS) for k in graph.kind)
     mask = np.array([(k in wanted) if has_backward else True for k in graph.kind])
     return graph.total_cost + (factor - 1.0) * float(graph.cost[mask].sum())
+
+
+def _node_kinds(kinds: Iterable[NodeKind | str]) -> set[NodeKind]:
+    """The node kinds named in ``kinds`` (one name alone counts as one kind)."""
+    wanted = set()
+    for kind in [kinds] if isinstance(kinds, str) else kinds:
+        try:
+            wanted.add(NodeKind(kind))
+        except ValueError:
+            valid = ", ".join(k.value for k in NodeKind)
+            raise ConfigurationError(f"unknown node kind {kind!r} in the cost cap; valid kinds: {valid}") from None
+    return wanted
 
 
 def within_cap(total_cost: float, cap: float) -> bool:

@@ -411,7 +411,21 @@ def _name_index(names: Sequence[str]) -> dict[str, int]:
         if node_name in index:
             raise GraphError(f"duplicate node name {node_name!r}")
         index[node_name] = i
+    try:
+        "\x1f".join(names).encode()  # what content_hash hashes; one pass, then the culprit only on failure
+    except UnicodeEncodeError:
+        i = next(i for i, node_name in enumerate(names) if not _encodable(node_name))
+        raise GraphError(f"node {i} has name {names[i]!r}, which is not valid Unicode (a lone surrogate)") from None
     return index
+
+
+def _encodable(text: str) -> bool:
+    """Whether ``text`` encodes as UTF-8 (lone surrogates do not)."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _check_cost(cost: np.ndarray, names: tuple[str, ...]) -> np.ndarray:
@@ -442,12 +456,22 @@ def _check_bytes(values: np.ndarray, names: tuple[str, ...], field: str) -> np.n
 
 
 def _check_total(graph: Graph) -> None:
-    """Every peak is at most fixed + all outputs + the largest workspace: keep that below MAX_BYTES (exact sums)."""
+    """Every peak is at most fixed + all outputs + the largest workspace: keep that below MAX_BYTES (exact sums).
+
+    The total cost (each node once) must be finite too: every cost is, but their sum may overflow.
+    """
     total = graph.fixed_mem + sum(graph.mem.tolist()) + max(graph.workspace.tolist())
     if total > MAX_BYTES:
         raise GraphError(
             f"graph {graph.name!r}: fixed memory + all outputs + the largest workspace is {total:,} B, "
             f"above the {MAX_BYTES:,} B (2**62 - 1) this library takes"
+        )
+    with np.errstate(over="ignore"):
+        total_cost = float(graph.cost.sum())
+    if not np.isfinite(total_cost):
+        raise GraphError(
+            f"graph {graph.name!r}: the total cost of its nodes is {total_cost}: the sum of the costs overflows "
+            "a 64-bit float (scale the costs down)"
         )
 
 

@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from remat_models.core.plugins import load_callable
+from remat_models.core.plugins import describe_error, load_callable
 from remat_models.core.units import parse_size
 from remat_models.errors import ConfigurationError, RematError
 from remat_models.formulations.base import Extension
@@ -69,8 +69,8 @@ def _call(label: str, factory: Callable[..., Any], arguments: Mapping[str, Any])
         extension = factory(**arguments)
     except RematError:
         raise
-    except (TypeError, ValueError) as error:
-        raise ConfigurationError(f"extension {label!r}: {error}") from None
+    except Exception as error:  # the factory is user code: bad arguments, or anything it raises
+        raise ConfigurationError(f"extension {label!r}: {describe_error(error)}") from error
     if not isinstance(extension, Extension):
         raise ConfigurationError(f"extension {label!r}: the factory returned {extension!r}, not an Extension")
     return extension

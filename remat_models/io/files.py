@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from remat_models.core.graph import Graph
-from remat_models.errors import ConfigurationError, GraphError
+from remat_models.errors import ConfigurationError, GraphError, InputTypeError
 from remat_models.io._fields import ErrorType
 from remat_models.io.atomic import write_text_atomic
 from remat_models.io.graph_json import GRAPH_FORMAT, graph_from_dict, graph_to_dict
@@ -22,7 +22,13 @@ GRAPH_FORMATS: tuple[GraphFormat, ...] = ("remat", "node-link")
 
 
 def read_json(path: str | os.PathLike[str], error: ErrorType = GraphError) -> Any:
-    """Return the decoded JSON of ``path``; a missing file or invalid JSON raises ``error`` naming the path."""
+    """Return the decoded JSON of ``path``; a missing file or invalid JSON raises ``error`` naming the path.
+
+    ``path`` must be a string or a path: anything else (an int would be taken for a file descriptor, 0 for
+    stdin) raises InputTypeError.
+    """
+    if not isinstance(path, (str, os.PathLike)):
+        raise InputTypeError(f"a file path is a str or an os.PathLike, got {type(path).__name__} {path!r}")
     try:
         with open(path, encoding="utf-8") as handle:
             return json.load(handle)
@@ -30,6 +36,8 @@ def read_json(path: str | os.PathLike[str], error: ErrorType = GraphError) -> An
         raise error(f"{path}: cannot read: {exc.strerror or exc}") from exc
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise error(f"{path}: invalid JSON: {exc}") from exc
+    except ValueError as exc:  # a NUL byte in the path, or an integer past Python's digit limit in the file
+        raise error(f"{path!r}: cannot read: {exc}") from exc
     except RecursionError:
         raise error(f"{path}: invalid JSON: nested too deeply for this reader") from None
 
@@ -49,7 +57,10 @@ def write_json_atomic(path: str | os.PathLike[str], data: Any) -> None:
 
 
 def read_graph(path: str | os.PathLike[str]) -> Graph:
-    """Read a graph file in the own format or as node-link data (detected from its content)."""
+    """Read a graph file in the own format or as node-link data (detected from its content).
+
+    ``path`` is a str or an os.PathLike (InputTypeError otherwise); a bad file raises GraphError naming it.
+    """
     data = read_json(path)
     try:
         if isinstance(data, Mapping) and "format" in data:

@@ -2,6 +2,9 @@
 
 Every generator is also registered in ``GENERATORS`` as a :class:`GeneratorSpec`, so a caller can
 build any of them uniformly with ``GENERATORS[name](size=..., seed=...)``.
+
+Seeds are integers >= 0. No generator builds more than ``MAX_NODES`` (10 million) nodes: the node
+count a size gives is computed first, and a size beyond the limit is a ConfigurationError naming it.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ _FLOAT_BYTES = 4  # activations are fp32
 _FLOPS_PER_US = 1e8  # ~100 TFLOP/s: costs are in microseconds
 _BYTES_PER_US = 1e6  # ~1 TB/s of memory bandwidth
 _JITTER = 0.1  # relative cost noise of the realistic generators
+MAX_NODES = 10_000_000  # the largest graph a generator builds (checked before building)
 
 
 def linear_chain(n: int) -> Graph:
@@ -29,6 +33,7 @@ def linear_chain(n: int) -> Graph:
     Edges: the chain (i, i+1) over all 2n+1 nodes and (f_i, b_i) for every i: 3n edges.
     """
     _check_size("n", n, 1)
+    _check_nodes(2 * n + 1, n=n)
     ops = [Op(f"f{i}", (f"f{i - 1}",) if i else (), mem=1, cost=1.0, saves_inputs=False) for i in range(n)]
     loss = Op("loss", (f"f{n - 1}",), mem=1, cost=1.0)
     return training_graph(
@@ -62,7 +67,8 @@ def random_layered(
     exponential with mean ``mem_scale``, rounded, clipped to 10..``max_mem``.
     """
     _check_size("n", n, 2)
-    rng = np.random.default_rng(seed)
+    _check_nodes(n, n=n)
+    rng = _rng(seed)
     layers = _layer_widths(n, max(1, round(3.5 * width * math.sqrt(n))), rng)
     starts = np.concatenate([[0], np.cumsum(layers)])
     adjacent = [
@@ -97,6 +103,7 @@ def unet(
     """
     _check_size("depth", depth, 1)
     _check_size("width", width, 1)
+    _check_nodes(2 * (depth * (2 * width + 3) + width + 1) + 1, depth=depth, width=width)
     if resolution % 2**depth:
         raise ConfigurationError(f"resolution {resolution} is not divisible by 2**depth = {2**depth}")
     cost = _CostModel(seed)
@@ -147,6 +154,7 @@ def transformer(
     gradients at each block input. Attention scores (batch x heads x seq x seq) dominate memory.
     """
     _check_size("layers", layers, 1)
+    _check_nodes(24 * layers + 7, layers=layers)
     cost = _CostModel(seed)
     tokens, d = batch * seq, hidden
     ops = [cost.op("embed", (), tokens * d, 0, saves=False)]
@@ -188,6 +196,7 @@ class GeneratorSpec:
     def build(self, size: int | None = None, seed: int = 0, **options: Any) -> Graph:
         """Build the graph of the given size (the default if None) and seed, with generator-specific options."""
         kwargs = {self.size_param: self.default_size if size is None else size, **options}
+        _check_size("seed", seed, 0)
         if self.seeded:
             kwargs["seed"] = seed
         return self.function(**kwargs)
@@ -229,7 +238,7 @@ class _CostModel:
     """Turns element counts and FLOPs into an Op: bytes of fp32, cost in microseconds with seeded jitter."""
 
     def __init__(self, seed: int) -> None:
-        self._rng = np.random.default_rng(seed)
+        self._rng = _rng(seed)
 
     def op(
         self,
@@ -260,6 +269,19 @@ def _check_size(name: str, value: int, minimum: int) -> None:
     """Reject a size parameter below ``minimum`` (or not an int)."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         raise ConfigurationError(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+
+def _check_nodes(nodes: int, **sizes: int) -> None:
+    """Reject size parameters whose graph would have ``nodes`` > MAX_NODES nodes, naming them."""
+    if nodes > MAX_NODES:
+        named = ", ".join(f"{name} = {value:,}" for name, value in sizes.items())
+        raise ConfigurationError(f"{named} would build {nodes:,} nodes, more than the maximum of {MAX_NODES:,}")
+
+
+def _rng(seed: int) -> np.random.Generator:
+    """The random generator of a seed (an integer >= 0)."""
+    _check_size("seed", seed, 0)
+    return np.random.default_rng(seed)
 
 
 def _layer_widths(n: int, max_width: int, rng: np.random.Generator) -> list[int]:

@@ -70,8 +70,10 @@ def detect_flavour(data: Any) -> NodeLinkFlavour:
 
 
 def from_node_link(data: Any) -> Graph:
-    """Read node-link ``data`` of any accepted flavour into a Graph."""
+    """Read node-link ``data`` of any accepted flavour into a Graph (directed: ``"directed": false`` is refused)."""
     flavour = detect_flavour(data)
+    if not as_bool(data.get("directed", True), "node-link 'directed'"):
+        raise GraphError('node-link data is undirected ("directed": false); a computation graph is directed')
     attrs = as_mapping(data.get("graph", {}), "node-link 'graph' attributes")
     name = as_str(attrs.get("name", ""), "graph name")
     columns = NodeColumns()
@@ -174,8 +176,10 @@ _READERS = {
 
 
 def _links(data: Mapping[str, Any], source: str, target: str, index: Mapping[Any, int]) -> list[tuple[int, int]]:
-    """Read the edges as index pairs; networkx writes them under "links" (or "edges" since 3.4)."""
-    field_name = "edges" if "edges" in data and "links" not in data else "links"
+    """Read the edges as index pairs; networkx writes them under "links" (or "edges" since 3.4), never both."""
+    if "edges" in data and "links" in data:
+        raise GraphError("node-link data has both 'links' and 'edges': give the edges under one of them")
+    field_name = "edges" if "edges" in data else "links"
     links = as_list(require(data, field_name, "node-link data"), field_name)
     edges: list[tuple[int, int]] = []
     for j, link in enumerate(links):

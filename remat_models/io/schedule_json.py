@@ -10,7 +10,8 @@ from remat_models.core.graph import Graph
 from remat_models.core.schedule import Compute, Free, FreeHost, Offload, Prefetch, Schedule, Step
 from remat_models.errors import InvalidScheduleError
 from remat_models.io._fields import as_list, as_mapping, as_str, check_header, require
-from remat_models.io.files import read_json, write_json_atomic
+from remat_models.io.atomic import create_text_atomic, write_text_atomic
+from remat_models.io.files import dumps_json, read_json
 
 SCHEDULE_FORMAT = "remat-schedule"
 SCHEDULE_VERSION = 1
@@ -66,10 +67,22 @@ def schedule_from_dict(data: Any, graph: Graph) -> Schedule:
 
 
 def write_schedule(
-    path: str | os.PathLike[str], schedule: Schedule, graph: Graph, metadata: Mapping[str, Any] | None = None
-) -> None:
-    """Write ``schedule`` of ``graph`` (and JSON-ready ``metadata``) to ``path`` atomically."""
-    write_json_atomic(path, schedule_to_dict(schedule, graph, metadata))
+    path: str | os.PathLike[str],
+    schedule: Schedule,
+    graph: Graph,
+    metadata: Mapping[str, Any] | None = None,
+    *,
+    replace: bool = True,
+) -> bool:
+    """Write ``schedule`` of ``graph`` (and JSON-ready ``metadata``) to ``path`` atomically; return whether written.
+
+    With ``replace=False`` an existing ``path`` is kept as it was (and False returned).
+    """
+    text = dumps_json(schedule_to_dict(schedule, graph, metadata))
+    if not replace:
+        return create_text_atomic(path, text)
+    write_text_atomic(path, text)
+    return True
 
 
 def read_schedule(path: str | os.PathLike[str], graph: Graph) -> Schedule:

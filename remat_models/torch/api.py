@@ -13,6 +13,7 @@ from torch import nn
 
 from remat_models.core.budget import parse_budget
 from remat_models.core.graph import Graph
+from remat_models.core.limits import check_count
 from remat_models.core.schedule import Schedule, input_order_peak
 from remat_models.errors import BudgetError, ConfigurationError, GraphError, InvalidScheduleError, SolverError
 from remat_models.planning.plan import PlanResult, PlanStatus
@@ -56,6 +57,7 @@ def extract(
 ) -> TorchGraph:
     """Trace a training step with fake tensors and map it to a Graph (costs: FLOPs, or op times measured here)."""
     check_cost_model(cost)
+    check_count(repeats, "repeats")
     traced = trace_step(model, example_inputs, loss_fn, example_targets, name=name)
     torch_graph = to_graph(traced, flop_cost)
     if cost == "time":
@@ -157,7 +159,7 @@ def plan(
     try:
         torch_graph = extract(model, example_inputs, loss_fn, example_targets, cost=cost)
     except GraphError as error:
-        if example_targets is None:  # the usual cause: a loss that takes targets, traced without them
+        if example_targets is None and isinstance(error.__cause__, TypeError):  # a loss that takes targets?
             hint = "a loss that takes targets needs them: plan(model, inputs, loss_fn, targets)"
             raise GraphError(f"{error} ({hint})") from error
         raise

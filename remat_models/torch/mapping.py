@@ -17,6 +17,7 @@ from torch.utils._pytree import tree_flatten
 
 from remat_models.core.graph import Graph, NodeKind
 from remat_models.errors import GraphError
+from remat_models.torch.guards import storage_key
 from remat_models.torch.ops import is_random, is_write_back
 from remat_models.torch.trace import TracedStep
 
@@ -55,11 +56,6 @@ class TorchGraph:
 def tensors_of(value: Any) -> list[torch.Tensor]:
     """Flat list of the tensors in an FX value (a tensor, a tuple of them, None...)."""
     return [leaf for leaf in tree_flatten(value)[0] if isinstance(leaf, torch.Tensor)]
-
-
-def storage_key(tensor: torch.Tensor) -> StorageWeakRef:
-    """Identity of a tensor's storage (valid for real and fake tensors)."""
-    return StorageWeakRef(tensor.untyped_storage())
 
 
 def size_model(device: torch.device) -> Callable[[int], int]:

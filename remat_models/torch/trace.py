@@ -6,6 +6,7 @@ import dataclasses
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from types import NotImplementedType
 from typing import Any
 
 import torch
@@ -13,7 +14,8 @@ from torch import fx, nn
 from torch.func import functional_call, functionalize
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from remat_models.errors import GraphError
+from remat_models.errors import GraphError, InputTypeError
+from remat_models.torch.guards import check_writes, dtype_checks
 from remat_models.torch.ops import is_impure
 from remat_models.torch.split import split_multi_output, undefine_masked_outputs
 
@@ -32,10 +34,21 @@ def _batch_norm(
     training: bool,
     momentum: float,
     eps: float,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """native_batch_norm with its hidden running-stats mutation made explicit (same CPU/CUDA kernel)."""
-    if not training or running_mean is None or running_var is None:
-        return aten.native_batch_norm.default(x, weight, bias, running_mean, running_var, training, momentum, eps)
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | NotImplementedType:
+    """native_batch_norm with its hidden running-stats mutation made explicit (same CPU/CUDA kernels).
+
+    Training with running stats: the functional op plus ``copy_``s into the buffers. Evaluation: the
+    running stats normalise, nothing is updated, and the statistics saved for the backward are empty
+    (as eager's kernel returns them; the backward reads the running stats). Without running stats
+    (InstanceNorm, ``track_running_stats=False``) nothing is hidden: the op is recorded as it is.
+    """
+    if running_mean is None or running_var is None:
+        return NotImplemented
+    if not training:
+        out = aten._native_batch_norm_legit_no_training.default(
+            x, weight, bias, running_mean, running_var, momentum, eps
+        )[0]
+        return out, running_mean.new_empty((0,)), running_var.new_empty((0,))
     out, mean, rstd, new_mean, new_var = aten._native_batch_norm_legit_functional.default(
         x, weight, bias, running_mean, running_var, training, momentum, eps
     )
@@ -44,8 +57,9 @@ def _batch_norm(
     return out, mean, rstd
 
 
-# native_batch_norm's schema hides that it updates the running stats; this makes functionalization see it.
-_DECOMPOSITIONS = {aten.native_batch_norm.default: _batch_norm}
+# native_batch_norm's schema hides that it updates the running stats (this makes functionalization see it);
+# matmuls and convolutions get their dtypes checked (see torch/guards.py).
+_DECOMPOSITIONS = {aten.native_batch_norm.default: _batch_norm, **dtype_checks()}
 
 
 @dataclass(frozen=True)
@@ -93,6 +107,18 @@ def as_tensors(value: torch.Tensor | Sequence[torch.Tensor] | None, what: str) -
         if not isinstance(item, torch.Tensor):
             raise GraphError(f"{what} must be tensors, got {type(item).__name__}")
     return items
+
+
+def one_line(exc: BaseException) -> str:
+    """``Type: first line of the message`` (the rest, e.g. debugging advice, stays on the exception)."""
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
+def describe(value: Any) -> str:
+    """A value's type and name (or short repr) for error messages: ``function '<lambda>'``."""
+    name = getattr(value, "__qualname__", None)
+    return f"{type(value).__name__} {name!r}" if isinstance(name, str) else f"{type(value).__name__} {value!r:.60}"
 
 
 def output_tensors(value: Any, path: str = "output") -> tuple[torch.Tensor, ...]:
@@ -146,6 +172,10 @@ def trace_step(
     trailing ``copy_`` write-backs. Multi-output ops are split in between (see
     :mod:`remat_models.torch.split`). No real data flows through the model.
     """
+    if not isinstance(model, nn.Module):
+        raise InputTypeError(f"expected an nn.Module as the model, got {describe(model)}")
+    if not callable(loss_fn):
+        raise InputTypeError(f"loss_fn must be callable, got {describe(loss_fn)}")
     inputs = as_tensors(example_inputs, "example inputs")
     targets = as_tensors(example_targets, "example targets")
     params = dict(model.named_parameters())
@@ -161,25 +191,36 @@ def trace_step(
         out = functional_call(model, (p, b), tuple(flat[n_p + n_b : n_p + n_b + n_i]))
         outs = output_tensors(out)
         loss = loss_fn(out, *flat[n_p + n_b + n_i :])  # the model's own output structure
-        if not (isinstance(loss, torch.Tensor) and loss.dim() == 0):
+        if not isinstance(loss, torch.Tensor):
             raise GraphError(f"loss_fn must return a scalar tensor, got {type(loss).__name__}")
+        if loss.dim() != 0:
+            raise GraphError(
+                f"loss_fn must return a scalar tensor, got shape {list(loss.shape)}: "
+                "reduce it (e.g. .mean(), or reduction='mean')"
+            )
         trainable = [t for t in p.values() if t.requires_grad]
         grads = iter(torch.autograd.grad(loss, trainable, allow_unused=True))
         n_outputs.append(len(outs))
         return (loss, *outs, *(next(grads) if t.requires_grad else None for t in p.values()))
 
     flat = [*params.values(), *buffers.values(), *inputs, *targets]
+    read_only = [  # what each placeholder is called if an op writes into it; None: a buffer, which may change
+        *(f"parameter {name!r}" for name in param_names),
+        *(None for _ in buffer_names),
+        *(f"input {k} ({t.dtype} {list(t.shape)})" for k, t in enumerate(inputs)),
+        *(f"target {k} ({t.dtype} {list(t.shape)})" for k, t in enumerate(targets)),
+    ]
     try:
         joint = make_fx(step, tracing_mode="fake", decomposition_table=_DECOMPOSITIONS)(*flat)
+        placeholders = [node for node in joint.graph.nodes if node.op == "placeholder"]
+        check_writes(joint.graph, {node: what for node, what in zip(placeholders, read_only, strict=True) if what})
         split_multi_output(joint)
         with torch.no_grad():
             functional = make_fx(functionalize(joint, remove="mutations"), tracing_mode="fake")(*flat)
     except GraphError:
         raise
     except Exception as exc:  # tracing failures come as many exception types (data-dependent control flow, ...)
-        raise GraphError(
-            f"cannot trace a training step of {type(model).__name__}: {type(exc).__name__}: {exc}".strip()
-        ) from exc
+        raise GraphError(f"cannot trace a training step of {type(model).__name__}: {one_line(exc)}") from exc
     functional.graph.eliminate_dead_code(is_impure_node=is_impure)
     undefine_masked_outputs(functional)
     functional.recompile()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import logging
 import statistics
 import sys
@@ -15,19 +16,35 @@ from typing import Any
 import torch
 from torch import nn
 
+from remat_models.core.limits import check_count
 from remat_models.core.schedule import input_order_schedule
 from remat_models.errors import ConfigurationError, GraphError
 from remat_models.planning.methods import DEFAULT_METHOD
 from remat_models.torch.api import RematStep, Tensors, plan
-from remat_models.torch.trace import LossFn, as_tensors
+from remat_models.torch.trace import LossFn, as_tensors, one_line
 
 log = logging.getLogger(__name__)
 
 MIB = 2**20
 
 
+def _takes_batch(builder: Callable[..., Any]) -> bool:
+    """Whether ``builder(batch=...)`` binds (a ``batch`` parameter or ``**kwargs``)."""
+    try:
+        parameters = inspect.signature(builder).parameters.values()
+    except (TypeError, ValueError):  # no signature to read: let the call decide
+        return True
+    return any((p.name == "batch" and p.kind is not p.POSITIONAL_ONLY) or p.kind is p.VAR_KEYWORD for p in parameters)
+
+
 def load_example(spec: str, batch: int | None = None) -> tuple[nn.Module, Tensors, Tensors | None, LossFn]:
-    """Call ``NAME(batch=...)`` from ``path/to/file.py:NAME``; it returns (model, inputs, targets, loss_fn)."""
+    """Call ``NAME(batch=...)`` from ``path/to/file.py:NAME``; it returns (model, inputs, targets, loss_fn).
+
+    ConfigurationError for a batch below 1, a file that does not import, a NAME that is no function,
+    takes no ``batch`` (when one is given) or raises.
+    """
+    if batch is not None:
+        check_count(batch, "batch")
     path_text, _, name = spec.rpartition(":")
     path = Path(path_text)
     if not path_text or not name or not path.is_file():
@@ -38,24 +55,55 @@ def load_example(spec: str, batch: int | None = None) -> tuple[nn.Module, Tensor
         raise ConfigurationError(f"cannot import {path}")
     module = importlib.util.module_from_spec(loader)
     sys.modules[module_name] = module
-    loader.loader.exec_module(module)
+    try:
+        loader.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[module_name]
+        raise ConfigurationError(f"cannot import {path}: {one_line(exc)}") from exc
     builder: Callable[..., Sequence[Any]] | None = getattr(module, name, None)
     if builder is None:
         raise ConfigurationError(f"{path} defines no {name!r}")
-    built = builder() if batch is None else builder(batch=batch)
-    if len(built) != 4:
-        raise GraphError(f"{spec} must return (model, inputs, targets, loss_fn), got {len(built)} items")
+    if not callable(builder):
+        raise ConfigurationError(f"{spec} is a {type(builder).__name__}, not a function")
+    if batch is not None and not _takes_batch(builder):
+        raise ConfigurationError(f"{spec} takes no 'batch' argument; leave out --batch or give {name} one")
+    try:
+        built = builder() if batch is None else builder(batch=batch)
+    except Exception as exc:
+        raise ConfigurationError(f"{spec} raised {one_line(exc)}") from exc
+    if not isinstance(built, Sequence) or len(built) != 4:
+        what = f"{len(built)} items" if isinstance(built, Sequence) else type(built).__name__
+        raise GraphError(f"{spec} must return (model, inputs, targets, loss_fn), got {what}")
     model, inputs, targets, loss_fn = built
     return model, inputs, targets, loss_fn
+
+
+def available_devices() -> list[str]:
+    """``cpu`` and every device of the accelerator torch finds here (``cuda:0``, ...)."""
+    found = ["cpu"]
+    if torch.accelerator.is_available():
+        kind = torch.accelerator.current_accelerator()
+        found += [f"{kind.type}:{k}" for k in range(torch.accelerator.device_count())] if kind is not None else []
+    return found
+
+
+def resolve_device(device: str) -> torch.device:
+    """``device`` (``cpu``, ``cuda``, ``cuda:1``, ``mps``...) as a torch.device; ConfigurationError if unusable here."""
+    available = available_devices()
+    try:
+        target = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ConfigurationError(f"unknown device {device!r}; available here: {', '.join(available)}") from exc
+    if target.type != "cpu" and (str(target) if target.index is not None else f"{target.type}:0") not in available:
+        raise ConfigurationError(f"device {device!r} is not available here; available: {', '.join(available)}")
+    return target
 
 
 def to_device(
     model: nn.Module, inputs: Tensors, targets: Tensors | None, device: str
 ) -> tuple[nn.Module, tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
-    """Move a model and its batch to ``device`` (ConfigurationError if CUDA is asked for but absent)."""
-    target = torch.device(device)
-    if target.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigurationError("--device cuda asked for, but torch.cuda.is_available() is False here")
+    """Move a model and its batch to ``device`` (ConfigurationError if it is unknown or not available here)."""
+    target = resolve_device(device)
     moved = tuple(t.to(target) for t in as_tensors(inputs, "inputs"))
     return model.to(target), moved, tuple(t.to(target) for t in as_tensors(targets, "targets"))
 
@@ -133,8 +181,9 @@ def validate(
     device: str = "cpu",
     repeats: int = 3,
 ) -> Validation:
-    """Plan on ``device``, run once against plain autograd, measure memory and time."""
-    target = torch.device(device)
+    """Plan on ``device``, run once against plain autograd, measure memory and time (median of ``repeats``)."""
+    check_count(repeats, "repeats")
+    target = resolve_device(device)
     model, inputs, targets = to_device(model, inputs, targets, device)
     state = {k: v.clone() for k, v in model.state_dict().items()}
     step = plan(model, inputs, loss_fn, targets, budget=budget, method=method)

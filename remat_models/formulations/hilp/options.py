@@ -8,7 +8,7 @@ from typing import Any
 
 from remat_models.core.limits import check_time_limit
 from remat_models.errors import ConfigurationError
-from remat_models.formulations.base import options_of
+from remat_models.formulations.base import check_option_types, options_of
 from remat_models.formulations.scaling import DEFAULT_PRECISION
 
 CORRECTIONS = ("top", "all", "off")
@@ -51,6 +51,7 @@ class HilpOptions:
             unknown = sorted(set(self.partition) - set(PARTITION_KEYS))
             if unknown:
                 raise ConfigurationError(f"unknown hilp partition key(s) {unknown}; known: {list(PARTITION_KEYS)}")
+            check_option_types(HilpOptions, self.partition, "hilp partition")
             value = replace(self, partition=True, **dict(self.partition))
         elif self.partition not in (True, False, None):
             raise ConfigurationError(f"hilp partition must be true, false or a mapping, got {self.partition!r}")
