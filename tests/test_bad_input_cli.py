@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -128,7 +129,7 @@ def test_an_interrupted_result_keeps_an_existing_plan_unless_forced(
     graph = read_graph(graph_file)
     fitting = plan(graph, parse_budget("80%", graph), "chen-greedy")
     stopped = SolveOutcome(formulation="checkmate", backend="highs", status=SolveStatus.INTERRUPTED)
-    interrupted: PlanResult = dataclasses.replace(fitting, outcome=stopped)
+    interrupted: PlanResult = dataclasses.replace(fitting, outcome=stopped, interrupted_by=signal.SIGINT)
     monkeypatch.setattr(cli_app, "plan", lambda *args, **kwargs: interrupted)
     out = tmp_path / "plan.json"
     out.write_text("the old plan")

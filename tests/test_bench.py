@@ -282,4 +282,4 @@ def test_memory_limit_gives_oom_and_kill_running_stops_children(chain: Path, tmp
     killer.start()
     started = time.perf_counter()
     (killed,) = run_sweep(expand(hang_sweep), tmp_path / "killed.jsonl")
-    assert killed["status"] == "crashed" and killed["signal"] == "SIGKILL" and time.perf_counter() - started < 20
+    assert killed["status"] == "interrupted" and time.perf_counter() - started < 20  # killed by the sweep

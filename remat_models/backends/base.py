@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import math
+import re
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
@@ -33,6 +34,8 @@ __all__ = ["Backend", "LoweringBackend", "SolveLimits", "SolveResult", "SolveSta
 
 log = logging.getLogger(__name__)
 
+FEASIBILITY_TOL = 1e-5  # of :meth:`LoweringBackend.proven` (solvers' own feasibility tolerances are ~1e-6)
+
 
 @dataclass(frozen=True)
 class SolveLimits:
@@ -50,6 +53,7 @@ class SolveLimits:
     def __post_init__(self) -> None:
         check_time_limit(self.time_limit)
         check_count(self.workers, "workers")
+        check_count(self.seed, "seed", minimum=0)
         if self.mip_gap is not None and not (isinstance(self.mip_gap, (int, float)) and 0 <= self.mip_gap < math.inf):
             raise ConfigurationError(f"mip_gap must be a finite number >= 0, got {self.mip_gap!r}")
 
@@ -86,6 +90,7 @@ class LoweringBackend(ABC):
     install_hint: ClassVar[str]
     options: ClassVar[tuple[str, ...]] = ()
     isolate_large: ClassVar[bool] = False  # large timed solves run in a child killed at a hard deadline
+    isolate_timed: ClassVar[bool] = False  # every timed solve does (building the solver's model ignores the limit)
     takes_solver_options: ClassVar[bool] = False  # applies ``SolveLimits.solver_options`` (``set_solver_options``)
 
     def __init__(self, option: str | None = None) -> None:
@@ -145,6 +150,7 @@ class LoweringBackend(ABC):
         result = run_interruptible(self.spec, solve, stopper)
         if stopper.stopped.is_set() and result.status in (SolveStatus.FEASIBLE, SolveStatus.NO_SOLUTION):
             result.status = SolveStatus.INTERRUPTED  # Ctrl-C: the incumbent (if any) is kept
+            result.interrupt_signal = stopper.signal
         result.backend = self.spec
         result.wall_time = time.perf_counter() - start
         if result.x is not None:
@@ -156,8 +162,10 @@ class LoweringBackend(ABC):
 
     def _hard_deadline(self, model: Model, limits: SolveLimits) -> bool:
         """Whether this solve runs in a child killed at a hard deadline (``backends/deadline.py``)."""
+        if limits.time_limit is None or not isolation_available():
+            return False
         large = model.num_cols + model.num_rows >= ISOLATE_SIZE  # CP-SAT expands Moccasin's reservoirs into rows
-        return self.isolate_large and large and limits.time_limit is not None and isolation_available()
+        return self.isolate_timed or (self.isolate_large and large)
 
     def limits_left(self, limits: SolveLimits) -> SolveLimits:
         """``limits`` with the time limit less what this solve has spent so far (lowering, building), >= 0.1 s.
@@ -167,6 +175,16 @@ class LoweringBackend(ABC):
         if limits.time_limit is None:
             return limits
         return replace(limits, time_limit=max(0.1, limits.time_limit - (time.perf_counter() - self.started)))
+
+    def proven(self, model: Model, x: np.ndarray | None) -> np.ndarray | None:
+        """``x`` if it satisfies ``model``, else None: a solver stopped at a limit may return values that do not."""
+        if x is None:
+            return None
+        broken = model.check(x, tol=FEASIBILITY_TOL)
+        if broken:
+            log.debug("%s: the values at the limit are no solution (%s); none kept", self.spec, "; ".join(broken[:3]))
+            return None
+        return x
 
     def set_solver_options(self, limits: SolveLimits, set_one: Callable[[str, Any], object]) -> None:
         """Apply ``limits.solver_options`` with ``set_one(name, value)``; a rejected one raises ConfigurationError."""
@@ -179,6 +197,11 @@ class LoweringBackend(ABC):
     @abstractmethod
     def _solve_lowered(self, model: Model, limits: SolveLimits, hint: np.ndarray | None) -> SolveResult:
         """Solve a model holding only native constructs; return flat column values in ``x``."""
+
+
+def mentions(text: str, name: str) -> bool:
+    """Whether ``text`` (a solver's message) names the option ``name`` as a whole word (``--name``, ``'name'``)."""
+    return re.search(rf"(?<![\w/]){re.escape(name)}(?![\w/])", text) is not None
 
 
 class Trajectory:

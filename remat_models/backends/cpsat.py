@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from remat_models.backends.base import LoweringBackend, SolveLimits, Trajectory
+from remat_models.core.limits import INT32_MAX, fit_seed
 from remat_models.errors import UnsupportedConstructError
 from remat_models.model import Model, SolveResult, SolveStatus
 from remat_models.model import constructs as C
@@ -43,7 +44,7 @@ class CpSatBackend(LoweringBackend):
         if seconds is not None:
             params.max_time_in_seconds = seconds
         params.num_workers = max(1, limits.workers)
-        params.random_seed = limits.seed
+        params.random_seed = fit_seed(limits.seed, INT32_MAX, "cpsat")  # an int32 field
         if limits.mip_gap is not None:
             params.relative_gap_limit = limits.mip_gap
         lines: list[str] = []

@@ -4,7 +4,9 @@ Checkmate and MONeT were written in CVXPY; this backend lets their users keep th
 (HIGHS, SCIP, GLPK_MI, CBC, GUROBI, SCIPY, ...). The model goes in as one vector variable (integer
 where the model says so), sparse row blocks ``A x >= lb``, ``A x <= ub``, ``A x == b`` and bounds.
 CVXPY reports no incumbents while solving, so the trajectory holds the final solution only, and a
-solve cannot be stopped early (Ctrl-C waits for the time limit).
+solve cannot be stopped early (Ctrl-C waits for the time limit). A timed solve runs in a child killed at
+a hard deadline (``backends/deadline.py``): CVXPY's own canonicalization ignores the limit. Values a
+solver hands back at its limit count only if they satisfy the model (HiGHS returns its last iterate).
 """
 
 from __future__ import annotations
@@ -12,12 +14,16 @@ from __future__ import annotations
 import logging
 import math
 import warnings
+from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 import numpy as np
 
-from remat_models.backends.base import LoweringBackend, SolveLimits, Trajectory
-from remat_models.errors import BackendUnavailableError, SolverError
+from remat_models.backends.base import LoweringBackend, SolveLimits, Trajectory, mentions
+from remat_models.backends.gurobi import MAX_SEED as GUROBI_MAX_SEED
+from remat_models.core.limits import INT32_MAX, fit_seed, fit_time_limit
+from remat_models.errors import BackendUnavailableError, ConfigurationError, SolverError
 from remat_models.model import Model, SolveResult, SolveStatus
 from remat_models.model import constructs as C
 
@@ -29,6 +35,8 @@ INSTALL_HINT = (
     "pip install 'remat_models[cvxpy]' (cvxpy with HiGHS through highspy; other MILP solvers: "
     "pip install pyscipopt for SCIP, cylp for CBC, cvxopt for GLPK_MI, gurobipy for GUROBI)"
 )
+# Solvers whose CVXPY interface reads only these keywords of ``Problem.solve`` and drops any other silently.
+READS_ONLY = {"SCIPY": ("scipy_options",)}
 
 
 def installed_milp_solvers() -> list[str]:
@@ -45,6 +53,7 @@ class CvxpyBackend(LoweringBackend):
     native_constructs = frozenset({C.CONTINUOUS})
     module = "cvxpy"
     takes_solver_options = True  # keyword arguments of ``Problem.solve`` for the chosen solver
+    isolate_timed = True  # canonicalizing a Checkmate model takes seconds, outside the solver's limit
     install_hint = INSTALL_HINT
     options = tuple(solver.lower() for solver in MILP_SOLVERS)
 
@@ -73,17 +82,28 @@ class CvxpyBackend(LoweringBackend):
         elif hint is not None:
             log.debug("cvxpy: a partial hint cannot be passed to CVXPY; ignored")
         traj = Trajectory()
+        options = _solver_kwargs(self.solver, self.limits_left(limits))
+        self.set_solver_options(limits, partial(_take_option, self.solver, options))
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
-                options = {**_solver_kwargs(self.solver, self.limits_left(limits)), **limits.solver_options}
                 problem.solve(solver=self.solver, warm_start=warm, **options)
-            except cp.error.SolverError as err:
-                raise SolverError(f"cvxpy:{self.solver.lower()} failed: {err}") from err
+            except Exception as err:
+                name = _named_option(err, limits.solver_options)
+                if name is not None:  # HiGHS, Gurobi and SCIP name the keyword they reject
+                    value = limits.solver_options[name]
+                    raise ConfigurationError(f"cvxpy: solver option {name}={value!r} rejected: {err}") from err
+                if isinstance(err, cp.error.SolverError):
+                    raise SolverError(f"cvxpy:{self.solver.lower()} failed: {err}") from err
+                raise
         for warning in caught:
             log.debug("cvxpy: %s", warning.message)
         values = None if x.value is None else np.asarray(x.value, dtype=np.float64).reshape(-1)
-        result = SolveResult(status=_status(problem.status, values is not None), solver_version=_version())
+        status = _status(problem.status, values is not None)
+        if status == SolveStatus.FEASIBLE:
+            values = self.proven(model, values)
+            status = SolveStatus.FEASIBLE if values is not None else SolveStatus.NO_SOLUTION
+        result = SolveResult(status=status, solver_version=_version())
         if values is not None and result.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
             result.x = values
             result.objective = model.objective_value(values)
@@ -124,23 +144,39 @@ def build(model: Model) -> tuple[Any, Any]:
 def _solver_kwargs(solver: str, limits: SolveLimits) -> dict[str, Any]:
     """Time limit, gap, seed and threads in the spelling of ``solver`` (what it lacks is logged and left out)."""
     t, gap = limits.time_limit, limits.mip_gap
+    name = f"cvxpy:{solver.lower()}"
     if solver == "HIGHS":
-        options = {"time_limit": t, "mip_rel_gap": gap, "random_seed": limits.seed}
+        options = {"time_limit": t, "mip_rel_gap": gap, "random_seed": fit_seed(limits.seed, INT32_MAX, name)}
         return {k: v for k, v in options.items() if v is not None}
     if solver == "GUROBI":
-        options = {"TimeLimit": t, "MIPGap": gap, "Seed": limits.seed, "Threads": limits.workers, "OutputFlag": 0}
+        seed = fit_seed(limits.seed, GUROBI_MAX_SEED, name)
+        options = {"TimeLimit": t, "MIPGap": gap, "Seed": seed, "Threads": limits.workers, "OutputFlag": 0}
         return {k: v for k, v in options.items() if v is not None}
     if solver == "SCIPY":
         scipy = {"time_limit": t, "mip_rel_gap": gap}
         return {"scipy_options": {k: v for k, v in scipy.items() if v is not None}}
     if solver == "SCIP":
-        scip = {"limits/time": t, "limits/gap": gap, "randomization/randomseedshift": limits.seed}
+        seed = fit_seed(limits.seed, INT32_MAX, name)
+        scip = {"limits/time": t, "limits/gap": gap, "randomization/randomseedshift": seed}
         return {"scip_params": {k: v for k, v in scip.items() if v is not None}}
     if solver == "CBC":
-        cbc = {"maximumSeconds": None if t is None else max(1, math.ceil(t)), "allowableFractionGap": gap}
+        seconds = None if t is None else max(1, math.ceil(fit_time_limit(t, INT32_MAX, name)))  # whole seconds
+        cbc = {"maximumSeconds": seconds, "allowableFractionGap": gap}
         return {k: v for k, v in cbc.items() if v is not None}
     log.debug("cvxpy: no time limit, gap or seed passed to %s (not mapped here)", solver)
     return {}
+
+
+def _take_option(solver: str, options: dict[str, Any], name: str, value: object) -> None:
+    """Add the solver option ``name`` to ``options``; refuse it where CVXPY's interface would drop it unread."""
+    if solver in READS_ONLY and name not in READS_ONLY[solver]:
+        raise ValueError(f"CVXPY's {solver} interface reads only {', '.join(READS_ONLY[solver])}")
+    options[name] = value
+
+
+def _named_option(error: Exception, options: Mapping[str, Any]) -> str | None:
+    """The solver option ``error`` names (the solver rejected it), if any."""
+    return next((name for name in options if mentions(str(error), name)), None)
 
 
 def _status(status: str, has_values: bool) -> SolveStatus:

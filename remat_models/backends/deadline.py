@@ -4,10 +4,12 @@ HiGHS 1.14 runs 15-30 s past its time limit on MIPs of 1.5-2 M columns (presolve
 the feasibility jump and the MIP set-up do not check it) and CP-SAT 9.15 spends its whole limit in presolve
 on models of 1 M+ variables and overshoots it by 4-13 s (docs/performance.md). A solve of a model that
 large, with a time limit, therefore runs in a forked child (the model is shared copy-on-write, nothing is
-pickled on the way in); the parent waits until the limit plus a grace and then kills it. The child sends
+pickled on the way in); the parent waits until the limit plus a grace and then kills it. Pyomo and CVXPY
+run every timed solve there (``isolate_timed``): they build the solver's model in Python, outside any solver
+limit (Checkmate of a 199-node transformer through Pyomo: 15 s under a 5 s limit). The child sends
 each improving solution its solver reports (:func:`publish_incumbent`, from the backends' incumbent
 callbacks), so a killed solve answers ``FEASIBLE`` with the last one, or ``NO_SOLUTION`` without any.
-Ctrl-C reaches the child as SIGINT, which stops its solver and returns its incumbent.
+Ctrl-C or SIGTERM reaches the child as SIGINT, which stops its solver and returns its incumbent.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from multiprocessing.connection import Connection
 
 import numpy as np
 
-from remat_models.backends.interrupt import Stopper
+from remat_models.backends.interrupt import STOP_SIGNALS, Stopper
+from remat_models.core.limits import wait_slice
 from remat_models.errors import SolverError
 from remat_models.model import SolveResult, SolveStatus
 
@@ -69,7 +72,9 @@ def run_with_deadline(name: str, solve: Callable[[], SolveResult], seconds: floa
     incumbent: np.ndarray | None = None
     try:
         while True:
-            if not receiver.poll(max(0.0, deadline - time.monotonic())):
+            if not receiver.poll(wait_slice(deadline - time.monotonic())):
+                if time.monotonic() < deadline:  # a slice of a wait longer than poll() takes
+                    continue
                 child.kill()
                 return _killed(name, seconds, incumbent)
             try:
@@ -101,7 +106,8 @@ def _killed(name: str, seconds: float, incumbent: np.ndarray | None) -> SolveRes
 def _child(solve: Callable[[], SolveResult], sender: Connection, stopper: Stopper) -> None:
     global _incumbent_sink
     _incumbent_sink = sender
-    signal.signal(signal.SIGINT, lambda signum, frame: stopper.stop())
+    for signum in STOP_SIGNALS:  # the parent forwards its stop as SIGINT; a SIGTERM sent to the group stops too
+        signal.signal(signum, lambda signum, frame: stopper.stop(signum))
     logging.disable(logging.CRITICAL)  # a handler's lock (rich's status line) may have been held at the fork
     try:
         message: tuple[str, object] = ("result", solve())

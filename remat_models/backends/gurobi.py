@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from remat_models.backends.base import LoweringBackend, SolveLimits, Trajectory
+from remat_models.core.limits import fit_seed
 from remat_models.errors import BackendUnavailableError, ModelTooLargeError, SolverError
 from remat_models.model import Model, SolveResult, SolveStatus
 from remat_models.model import constructs as C
@@ -19,6 +20,7 @@ log = logging.getLogger(__name__)
 
 SIZE_LIMITED = 10010  # GurobiError: "Model too large for size-limited license"
 NO_LICENSE = (10009, 10032)  # no/expired license
+MAX_SEED = 2_000_000_000  # the range of Gurobi's Seed parameter
 
 
 class GurobiBackend(LoweringBackend):
@@ -105,9 +107,18 @@ def _set_params(gm: Any, limits: SolveLimits) -> None:
     if limits.mip_gap is not None:
         p.MIPGap = float(limits.mip_gap)
     p.Threads = max(1, limits.workers)
-    p.Seed = int(limits.seed)
+    p.Seed = fit_seed(limits.seed, MAX_SEED, "gurobi")
     if limits.log:
         p.LogToConsole, p.OutputFlag = 0, 1  # in this order: messages reach the callback only
+
+
+def check_parameter(name: str, value: object) -> None:
+    """Raise unless Gurobi takes the parameter ``name=value`` (for front ends that pass parameters on unchecked)."""
+    import gurobipy as gp
+
+    with gp.Env(empty=True) as env:  # not started: no license is checked out
+        env.setParam("OutputFlag", 0)
+        env.setParam(name, value)
 
 
 def _callback(traj: Trajectory, lines: list[str] | None) -> Any:

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from remat_models.backends.base import LoweringBackend, SolveLimits, Trajectory
+from remat_models.core.limits import INT32_MAX, fit_seed
 from remat_models.errors import SolverError
 from remat_models.model import Model, SolveResult, SolveStatus
 from remat_models.model import constructs as C
@@ -39,7 +40,7 @@ class HighsBackend(LoweringBackend):
         import highspy
 
         h = build(model, relax=self.relax)
-        h.setOptionValue("random_seed", int(limits.seed))
+        h.setOptionValue("random_seed", fit_seed(limits.seed, INT32_MAX, "highs"))
         if not self.relax and model.num_cols >= LARGE_MIP_COLUMNS:
             _skip_unbounded_phases(h)
         if limits.mip_gap is not None:
@@ -91,6 +92,15 @@ def _set_option(h: Any, name: str, value: object) -> None:
 
     if h.setOptionValue(name, value) == highspy.HighsStatus.kError:
         raise ValueError("HiGHS has no such option, or the value has the wrong type or range")
+
+
+def check_option(name: str, value: object) -> None:
+    """Raise ValueError unless HiGHS takes ``name=value`` (for front ends that pass options on unchecked)."""
+    import highspy
+
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    _set_option(h, name, value)
 
 
 LARGE_MIP_COLUMNS = 200_000  # from this size on, the MIP phases that ignore the time limit are skipped

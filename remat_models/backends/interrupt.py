@@ -1,10 +1,11 @@
-"""Ctrl-C (SIGINT) during a solve stops the solver and keeps its best solution (status INTERRUPTED).
+"""Ctrl-C (SIGINT) or SIGTERM during a solve stops the solver and keeps its best solution (status INTERRUPTED).
 
-The blocking solve runs in a worker thread while the main thread waits, so that Python's SIGINT
+The blocking solve runs in a worker thread while the main thread waits, so that Python's signal
 handler runs at once; it calls the stop functions the backend registered on its :class:`Stopper`
 (``CpSolver.stop_search``, ``Highs.cancelSolve``, ``Model.terminate``, cancelling MiniZinc's stream),
-and the solver returns its incumbent. A second Ctrl-C abandons the solve (KeyboardInterrupt). Outside
-the main thread, or when SIGINT is ignored, the solve simply runs where it is called.
+and the solver returns its incumbent; the stopper records which signal came. A second signal abandons
+the solve (KeyboardInterrupt). Outside the main thread, or when both signals are ignored, the solve
+simply runs where it is called.
 """
 
 from __future__ import annotations
@@ -12,12 +13,15 @@ from __future__ import annotations
 import logging
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # each stops a solve and keeps its best solution
 
 
 class Stopper:
@@ -27,6 +31,7 @@ class Stopper:
         self._lock = threading.Lock()
         self._actions: list[Callable[[], Any]] = []
         self.stopped = threading.Event()
+        self.signal: signal.Signals | None = None  # the signal that stopped the solve (None: none, or a call)
 
     def on_stop(self, action: Callable[[], Any]) -> None:
         """Register ``action`` (thread-safe, cheap, safe to repeat: it is re-issued until the solve ends)."""
@@ -42,9 +47,11 @@ class Stopper:
         with self._lock:
             return bool(self._actions)
 
-    def stop(self) -> None:
-        """Ask the solver to finish now with what it has."""
+    def stop(self, signum: int | None = None) -> None:
+        """Ask the solver to finish now with what it has (``signum``: the signal that asks, recorded once)."""
         with self._lock:
+            if signum is not None and self.signal is None:
+                self.signal = signal.Signals(signum)
             self.stopped.set()
             actions = list(self._actions)
         for action in actions:
@@ -54,20 +61,42 @@ class Stopper:
                 log.debug("stopping the solver: %s", error)
 
 
-def run_interruptible(name: str, solve: Callable[[], T], stopper: Stopper) -> T:
-    """Return ``solve()``; a SIGINT meanwhile calls ``stopper.stop()`` (see the module docstring)."""
-    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) in (
-        signal.SIG_IGN,
-        None,
-    ):
-        return solve()
-    previous = signal.getsignal(signal.SIGINT)
+@contextmanager
+def stop_on_signals(stopper: Stopper) -> Iterator[bool]:
+    """While inside, SIGINT and SIGTERM call ``stopper.stop(signum)`` (a second one raises KeyboardInterrupt).
 
-    def on_sigint(signum: int, frame: object) -> None:  # no logging here: it may interrupt a log write
+    Yields whether any handler was installed (not outside the main thread, nor for an ignored signal).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield False
+        return
+    previous = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
+    handled = [signum for signum, handler in previous.items() if handler not in (signal.SIG_IGN, None)]
+
+    def on_signal(signum: int, frame: object) -> None:  # no logging here: it may interrupt a log write
         if stopper.stopped.is_set():
-            raise KeyboardInterrupt  # a second Ctrl-C: give up on the solve
-        stopper.stop()
+            raise KeyboardInterrupt  # a second signal: give up
+        stopper.stop(signum)
 
+    for signum in handled:
+        signal.signal(signum, on_signal)
+    try:
+        yield bool(handled)
+    finally:
+        for signum in handled:
+            signal.signal(signum, previous[signum])
+
+
+def run_interruptible(name: str, solve: Callable[[], T], stopper: Stopper) -> T:
+    """Return ``solve()``; SIGINT or SIGTERM meanwhile calls ``stopper.stop()`` (see the module docstring)."""
+    with stop_on_signals(stopper) as handled:
+        if not handled:
+            return solve()
+        return _wait_for(name, solve, stopper)
+
+
+def _wait_for(name: str, solve: Callable[[], T], stopper: Stopper) -> T:
+    """Run ``solve()`` in a worker thread and wait for it, re-issuing a stop once one was asked for."""
     box: dict[str, Any] = {}
 
     def work() -> None:
@@ -76,24 +105,20 @@ def run_interruptible(name: str, solve: Callable[[], T], stopper: Stopper) -> T:
         except BaseException as error:  # re-raised in the calling thread
             box["error"] = error
 
-    signal.signal(signal.SIGINT, on_sigint)
-    try:
-        worker = threading.Thread(target=work, name=f"remat-solve-{name}", daemon=True)
-        worker.start()
-        log.info("%s: solving (Ctrl-C stops it and keeps the best solution so far)", name)
-        announced, polls = False, 0  # a solver that registers no stop within 1 s of the interrupt cannot be stopped
-        while worker.is_alive():
-            worker.join(0.1)
-            if not stopper.stopped.is_set():
-                continue
-            stopper.stop()  # again: a stop that came before the solver started searching may be lost
-            polls += 1
-            if not announced and (stopper.stoppable or polls >= 10):
-                how = "keeping its best solution" if stopper.stoppable else "it cannot be stopped early; waiting"
-                log.warning("%s: interrupted, stopping the solver (%s; Ctrl-C again to abandon)", name, how)
-                announced = True
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    worker = threading.Thread(target=work, name=f"remat-solve-{name}", daemon=True)
+    worker.start()
+    log.info("%s: solving (Ctrl-C stops it and keeps the best solution so far)", name)
+    announced, polls = False, 0  # a solver that registers no stop within 1 s of the interrupt cannot be stopped
+    while worker.is_alive():
+        worker.join(0.1)
+        if not stopper.stopped.is_set():
+            continue
+        stopper.stop()  # again: a stop that came before the solver started searching may be lost
+        polls += 1
+        if not announced and (stopper.stoppable or polls >= 10):
+            how = "keeping its best solution" if stopper.stoppable else "it cannot be stopped early; waiting"
+            log.warning("%s: interrupted, stopping the solver (%s; Ctrl-C again to abandon)", name, how)
+            announced = True
     if "error" in box:
         raise box["error"]
     return box["value"]

@@ -21,6 +21,7 @@ import numpy as np
 from remat_models.backends import mzn
 from remat_models.backends.base import LoweringBackend, SolveLimits, Trajectory
 from remat_models.backends.interrupt import Stopper
+from remat_models.core.limits import INT32_MAX, fit_seed, fit_time_limit
 from remat_models.errors import BackendUnavailableError, SolverError
 from remat_models.model import Model, SolveResult, SolveStatus
 
@@ -32,6 +33,9 @@ BINARY_HINT = (
     " https://www.minizinc.org/software.html (ships Gecode, Chuffed, OR-Tools CP-SAT, HiGHS, COIN-BC)"
 )
 _PROBE = "var 0..1: probe; constraint probe = 1; solve satisfy;\n"
+# MiniZinc 2.6 takes --time-limit in int32 milliseconds and adds its own time to it: from ~2**31 ms on it
+# fails ("Invalid argument") or answers UNKNOWN at once, so longer limits are clamped to 10**9 ms (11.6 days).
+MAX_TIME_LIMIT = 1e6
 
 
 class MiniZincBackend(LoweringBackend):
@@ -145,14 +149,15 @@ def _solve_kwargs(solver: Any, limits: SolveLimits) -> dict[str, Any]:
     """MiniZinc options from the limits (flags the solver lacks are left out, with a debug note)."""
     kwargs: dict[str, Any] = {}
     if limits.time_limit is not None:
-        kwargs["time_limit"] = timedelta(seconds=float(limits.time_limit))
+        seconds = fit_time_limit(limits.time_limit, MAX_TIME_LIMIT, "minizinc")
+        kwargs["time_limit"] = timedelta(seconds=seconds)
     if limits.workers > 1:
         if "-p" in solver.stdFlags:
             kwargs["processes"] = limits.workers
         else:
             log.debug("minizinc: %s takes no -p; workers=%d ignored", solver.id, limits.workers)
     if "-r" in solver.stdFlags:
-        kwargs["random_seed"] = limits.seed
+        kwargs["random_seed"] = fit_seed(limits.seed, INT32_MAX, "minizinc")
     if limits.mip_gap is not None:
         log.debug("minizinc: mip_gap ignored (MiniZinc has no solver-independent gap option)")
     return kwargs

@@ -1,18 +1,27 @@
-"""Pyomo backend: the lowered (linear) model as a ``ConcreteModel``, solved by any Pyomo solver (``pyomo:cbc``)."""
+"""Pyomo backend: the lowered (linear) model as a ``ConcreteModel``, solved by any Pyomo solver (``pyomo:cbc``).
+
+A timed solve runs in a child killed at a hard deadline (``backends/deadline.py``): building the model and
+handing it to the solver take seconds in Python, outside the solver's limit. Solver options (``-S``) are
+checked against HiGHS's and Gurobi's own tables for the plug-ins on those solvers, and otherwise against
+the solver's output after the solve (CBC: "No match for NAME", GLPK: "Invalid option '--NAME'").
+"""
 
 from __future__ import annotations
 
 import functools
 import logging
 import math
+import re
 import subprocess
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from remat_models.backends.base import LoweringBackend, SolveLimits, Trajectory
-from remat_models.errors import BackendUnavailableError, SolverError
+from remat_models.backends.base import LoweringBackend, SolveLimits, Trajectory, mentions
+from remat_models.core.limits import INT32_MAX, fit_time_limit
+from remat_models.errors import BackendUnavailableError, ConfigurationError, SolverError
 from remat_models.model import Model, SolveResult, SolveStatus
 from remat_models.model import constructs as C
 
@@ -30,8 +39,6 @@ SOLVER_HINTS = {
     "gurobi_persistent": "pip install 'remat_models[gurobi]'",
     "appsi_gurobi": "pip install 'remat_models[gurobi]'",
 }
-# Solver option carrying the time limit for shell plugins (glpk's --tmlim takes whole seconds).
-TIME_OPTION = {"cbc": "sec", "glpk": "tmlim"}
 # Solver option carrying the relative MIP gap, per solver (appsi solvers take config.mip_gap).
 GAP_OPTION = {
     "cbc": "ratio",
@@ -42,6 +49,9 @@ GAP_OPTION = {
     "gurobi_direct": "MIPGap",
     "gurobi_persistent": "MIPGap",
 }
+HIGHS_PLUGINS = ("appsi_highs", "highs")  # plug-ins passing options to HiGHS unchecked: checked with highspy first
+# How a solver reports an option it does not know, on the line naming it.
+REJECTED = re.compile(r"no match|invalid|unknown|unrecogni[sz]ed|illegal|not (a )?valid", re.IGNORECASE)
 
 
 class SolverNames(tuple[str, ...]):
@@ -60,6 +70,7 @@ class PyomoBackend(LoweringBackend):
     native_constructs = frozenset({C.CONTINUOUS})
     module = "pyomo"
     takes_solver_options = True  # the plug-in's ``options`` (passed to the solver as it names them)
+    isolate_timed = True  # building the ConcreteModel and handing it over take seconds, outside the solver's limit
     install_hint = (
         "pip install 'remat_models[pyomo]' (appsi_highs runs on highspy;"
         " cbc/glpk: apt-get install coinor-cbc glpk-utils)"
@@ -81,10 +92,15 @@ class PyomoBackend(LoweringBackend):
     def _solve_lowered(self, model: Model, limits: SolveLimits, hint: np.ndarray | None) -> SolveResult:
         import pyomo.environ as pe
         from pyomo.common.errors import ApplicationError
+        from pyomo.solvers.plugins.solvers.persistent_solver import PersistentSolver
 
+        self.set_solver_options(limits, _option_check(self.solver_name))  # before the build: seconds
         pm = build(model)
         opt = pe.SolverFactory(self.solver_name)
         kwargs = self._configure(opt, self.limits_left(limits))
+        output = _Output()
+        if hasattr(opt, "config") and "solver_output_logger" in opt.config:  # appsi plug-ins
+            opt.config.solver_output_logger = output
         if hint is not None:
             if opt.warm_start_capable():
                 for var, v in zip(pm.x.values(), hint.tolist(), strict=True):
@@ -93,16 +109,24 @@ class PyomoBackend(LoweringBackend):
                 kwargs["warmstart"] = True
             else:
                 log.debug("pyomo: %s takes no warm start; hints ignored", self.solver_name)
+        if isinstance(opt, PersistentSolver):  # gurobi_persistent and the like solve the instance they were given
+            opt.set_instance(pm)
         traj = Trajectory()
         try:
             res = opt.solve(pm, **kwargs)
         except (ApplicationError, RuntimeError, ValueError, subprocess.SubprocessError) as err:
+            self._check_output(limits, output.lines, opt)
             raise SolverError(f"pyomo:{self.solver_name} failed: {err}") from err
+        self._check_output(limits, output.lines, opt)
         x = _load(pm, res)
+        status = _status(res, x is not None)
+        if status == SolveStatus.FEASIBLE:  # stopped at a limit: keep the values only if they are a solution
+            x = self.proven(model, x)
+            status = SolveStatus.FEASIBLE if x is not None else SolveStatus.NO_SOLUTION
         if x is not None:
             traj.record(model.objective_value(x))  # Pyomo has no generic incumbent callback: the final one only
         result = SolveResult(
-            status=_status(res, x is not None),
+            status=status,
             trajectory=traj.points,
             time_to_first=traj.first,
             solver_version=_version(opt, self.solver_name),
@@ -124,10 +148,11 @@ class PyomoBackend(LoweringBackend):
         kwargs: dict[str, Any] = {"load_solutions": False, "tee": False}
         if limits.time_limit is not None:
             t = float(limits.time_limit)
-            if name in TIME_OPTION:  # not `timelimit`: shell plugins also kill the process with it
-                opt.options[TIME_OPTION[name]] = max(1, math.ceil(t)) if name == "glpk" else t
-                if name == "cbc":
-                    opt.options["timeMode"] = "elapsed"  # CBC counts CPU seconds by default
+            if name == "glpk":  # not `timelimit` (shell plugins also kill the process with it); whole seconds, an int
+                opt.options["tmlim"] = max(1, math.ceil(fit_time_limit(t, INT32_MAX, "pyomo:glpk")))
+            elif name == "cbc":
+                opt.options["sec"] = t
+                opt.options["timeMode"] = "elapsed"  # CBC counts CPU seconds by default
             else:
                 kwargs["timelimit"] = t  # appsi and direct plugins map it to the solver's own limit
         gap = limits.mip_gap
@@ -140,8 +165,48 @@ class PyomoBackend(LoweringBackend):
                 log.debug("pyomo: no known gap option for %s; mip_gap ignored", name)
         if limits.workers > 1 or limits.seed:
             log.debug("pyomo: workers/seed are not passed on (no solver-independent Pyomo option)")
-        self.set_solver_options(limits, opt.options.__setitem__)  # the solver itself checks the names
+        opt.options.update(limits.solver_options)  # checked before the build, or after the solve
         return kwargs
+
+    def _check_output(self, limits: SolveLimits, lines: list[str], opt: Any) -> None:
+        """Raise ConfigurationError if the solver's output reports a solver option it does not know."""
+        if not limits.solver_options:
+            return
+        output = [*lines, *(getattr(opt, "_log", None) or "").splitlines()]  # shell plug-ins keep theirs in _log
+        for name, value in limits.solver_options.items():
+            said = next((line for line in output if mentions(line, name) and REJECTED.search(line)), None)
+            if said is not None:
+                raise ConfigurationError(f"pyomo: solver option {name}={value!r} rejected: {said.strip()}")
+
+
+class _Output(logging.Logger):
+    """Collects the solver output of Pyomo's appsi plug-ins, which would log it to the user's handlers.
+
+    Those plug-ins capture the process's stdout and stderr meanwhile, so a handler writing to the terminal
+    (``remat -v``) would feed the capture back to itself.
+    """
+
+    def __init__(self) -> None:
+        super().__init__("remat_models.backends.pyomo.output")
+        self.propagate = False
+        self.lines: list[str] = []
+
+    def log(self, level: int, msg: object, *args: object, **kwargs: Any) -> None:
+        """Keep the line (Pyomo's ``LogStream`` sends one per call)."""
+        self.lines.append(str(msg))
+
+
+def _option_check(solver: str) -> Callable[[str, Any], None]:
+    """How to check one option of ``solver`` before the solve (raises if refused); a no-op where none is known."""
+    if solver in HIGHS_PLUGINS:
+        from remat_models.backends.highs import check_option
+
+        return check_option
+    if "gurobi" in solver:
+        from remat_models.backends.gurobi import check_parameter
+
+        return check_parameter
+    return lambda name, value: None
 
 
 def build(model: Model) -> Any:

@@ -30,12 +30,14 @@ log = logging.getLogger(__name__)
 _STDERR_TAIL = 2000
 _LIVE: set[subprocess.Popen[bytes]] = set()  # children of this process still running
 _LIVE_LOCK = threading.Lock()
+_STOPPED: set[int] = set()  # pids of runs killed by kill_running: recorded as interrupted
 
 
 def kill_running() -> int:
     """Kill every run this process has started and not yet reaped (an interrupted sweep); return how many."""
     with _LIVE_LOCK:
         live = list(_LIVE)
+        _STOPPED.update(process.pid for process in live)
     for process in live:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
@@ -66,9 +68,13 @@ def run_isolated(task: dict[str, Any]) -> dict[str, Any]:
             finally:
                 with _LIVE_LOCK:
                     _LIVE.discard(process)
+                    stopped = process.pid in _STOPPED
+                    _STOPPED.discard(process.pid)
         elapsed = time.perf_counter() - started
         outcome = _read_outcome(result_path)
-        if outcome is None:
+        if outcome is None and stopped:
+            outcome = {"status": "interrupted", "error": "the sweep was interrupted", "output": _tail(log_path)}
+        elif outcome is None:
             outcome = _failure(process.returncode, timed_out, deadline, _tail(log_path))
     outcome.setdefault("process_s", elapsed)
     record = _base(run, started_at)

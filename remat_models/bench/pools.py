@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -39,14 +39,26 @@ class LocalPool:
             raise ConfigurationError(f"--jobs must be at least 1, got {self.jobs}")
         with ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="remat-bench") as pool:
             futures = [pool.submit(run_isolated, task) for task in tasks]
+            yielded = set()
             try:
                 for future in as_completed(futures):
+                    yielded.add(future)
                     yield future.result()
+            except KeyboardInterrupt:  # SIGINT, or SIGTERM made one: the killed runs are recorded as interrupted
+                _stop(futures)
+                for future in as_completed([f for f in futures if not f.cancelled() and f not in yielded]):
+                    yield future.result()
+                raise
             finally:  # interrupted (or the consumer stopped): drop queued runs, kill running ones
-                for future in futures:
-                    future.cancel()
-                if not all(future.done() for future in futures):
-                    log.warning("sweep interrupted: killed %d running processes", kill_running())
+                _stop(futures)
+
+
+def _stop(futures: Sequence[Future[Record]]) -> None:
+    """Cancel the queued runs and kill the running ones."""
+    for future in futures:
+        future.cancel()
+    if not all(future.done() for future in futures):
+        log.warning("sweep interrupted: killed %d running processes", kill_running())
 
 
 @dataclass(frozen=True)

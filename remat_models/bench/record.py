@@ -13,7 +13,10 @@ from typing import Any
 from remat_models.planning.plan import PlanResult
 
 # Statuses a record can have: the planner's, and the ones the isolation adds.
-RUN_STATUSES = ("within_budget", "over_budget", "infeasible", "no_schedule", "error", "oom", "timeout", "crashed")
+RUN_STATUSES = (
+    *("within_budget", "over_budget", "infeasible", "no_schedule"),
+    *("error", "oom", "timeout", "crashed", "interrupted"),  # interrupted: the sweep stopped it (rerun on resume)
+)
 _PACKAGES = ("remat_models", "numpy", "ortools", "highspy", "gurobipy", "minizinc", "numba", "torch")
 # Every record has these keys (None where a run produced no value), plus error fields when it failed.
 OUTCOME_FIELDS = (

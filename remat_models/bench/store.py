@@ -43,8 +43,9 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
 
 
 def finished_ids(records: Iterable[dict[str, Any]], *, retry_failed: bool = False) -> set[str]:
-    """Run ids to skip on resume (failed runs too, unless ``retry_failed``)."""
-    return {r["run_id"] for r in records if not (retry_failed and r.get("status") in RETRYABLE)}
+    """Run ids to skip on resume (failed runs too, unless ``retry_failed``; never runs the sweep interrupted)."""
+    rerun = RETRYABLE if retry_failed else frozenset()
+    return {r["run_id"] for r in records if r.get("status") not in rerun | {"interrupted"}}
 
 
 class ResultStore:

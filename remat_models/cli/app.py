@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -50,7 +51,6 @@ from remat_models.formulations import DEFAULT_FORMULATION, get_formulation
 from remat_models.io import GENERATORS, read_graph, read_schedule, write_graph, write_schedule
 from remat_models.io.atomic import check_output
 from remat_models.io.generators import MAX_NODES
-from remat_models.model import SolveStatus
 from remat_models.planning.methods import DEFAULT_METHOD, MethodRef, all_methods, resolve_method
 from remat_models.planning.plan import PlanResult, PlanStatus, methods, parse_method_name, plan
 
@@ -217,11 +217,15 @@ def _solver_table(result: PlanResult) -> Table | None:
         return None
     table = Table(show_header=False)
     for label, value in rows:
-        table.add_row(
-            label,
-            f"{value:,.6g}" if isinstance(value, float) else f"{value:,}" if isinstance(value, int) else str(value),
-        )
+        table.add_row(label, _number(value))
     return table
+
+
+def _number(value: object) -> str:
+    """A table cell: floats to 6 digits ('-' for infinity and NaN), integers with separators."""
+    if isinstance(value, float):
+        return f"{value:,.6g}" if math.isfinite(value) else "-"
+    return f"{value:,}" if isinstance(value, int) else str(value)
 
 
 @app.command("solve")
@@ -280,7 +284,7 @@ def solve_command(
 
 
 def _report(result: PlanResult, graph: Graph, title: str, out: Path | None, force: bool) -> None:
-    """Print the result (and the solver's numbers), write the schedule; exit 130 if interrupted, 3 if over budget.
+    """Print the result (and the solver's numbers), write the schedule; exit 130/143 if interrupted, 3 if over budget.
 
     An interrupted or over-budget schedule is written to a new file but replaces an existing one only
     with ``force``.
@@ -309,9 +313,10 @@ def _report(result: PlanResult, graph: Graph, title: str, out: Path | None, forc
 
 def _failure(result: PlanResult) -> tuple[int, str, str] | None:
     """Exit status, stderr line and a short description of an interrupted or over-budget result; None if fine."""
-    if result.solver_status is SolveStatus.INTERRUPTED:
-        message = f"interrupted: {result.method} stopped early; shown is the best it had found"
-        return 130, message, "from an interrupted run"
+    if result.interrupted_by is not None:  # exit 128 + the signal's number, as a shell reports it
+        name = result.interrupted_by.name
+        message = f"interrupted ({name}): {result.method} stopped early; shown is the best it had found"
+        return 128 + result.interrupted_by, message, "from an interrupted run"
     if result.status is not PlanStatus.WITHIN_BUDGET:
         peak = "" if result.simulation is None else f" (best peak {result.simulation.peak:,} B)"
         message = f"error: {result.method} found no schedule within {result.budget:,} B: {result.status.value}{peak}"

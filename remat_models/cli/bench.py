@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import signal
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -79,16 +82,51 @@ def run_command(
             label = f"{record['method']} on {record['graph_file']} at {record['budget_spec']}: {record['status']}"
             progress.update(task, advance=1, description=label)
 
-        run_sweep(
-            runs,
-            results,
-            make_pool(jobs, scheduler),
-            retry_failed=retry_failed,
-            on_start=started,
-            on_record=finished,
-        )
+        with _signals_interrupt() as received:
+            try:
+                run_sweep(
+                    runs,
+                    results,
+                    make_pool(jobs, scheduler),
+                    retry_failed=retry_failed,
+                    on_start=started,
+                    on_record=finished,
+                )
+            except KeyboardInterrupt:
+                _interrupted(received[0] if received else signal.SIGINT, statuses, results)
     summary = ", ".join(f"{status} {count}" for status, count in statuses.most_common()) or "nothing to run"
     console.print(f"{len(runs)} runs in the sweep; this time: {summary}; results in {results}")
+
+
+def _interrupted(signum: signal.Signals, statuses: Counter[str], results: Path) -> None:
+    """Say what the interrupted sweep recorded and exit 128 + the signal's number (130 SIGINT, 143 SIGTERM)."""
+    summary = ", ".join(f"{status} {count}" for status, count in statuses.most_common()) or "no run recorded"
+    line = f"interrupted ({signum.name}): {summary}; results in {results}"
+    progress_console.print(line, markup=False, highlight=False, soft_wrap=True)
+    raise typer.Exit(128 + signum)
+
+
+@contextmanager
+def _signals_interrupt() -> Iterator[list[signal.Signals]]:
+    """While inside, SIGINT and SIGTERM raise KeyboardInterrupt (a sweep stops, recording its killed runs).
+
+    Yields the signals received, in order (empty for a KeyboardInterrupt raised otherwise).
+    """
+    received: list[signal.Signals] = []
+
+    def on_signal(signum: int, frame: object) -> None:
+        received.append(signal.Signals(signum))
+        raise KeyboardInterrupt
+
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    handled = [signum for signum, handler in previous.items() if handler not in (signal.SIG_IGN, None)]
+    for signum in handled:
+        signal.signal(signum, on_signal)
+    try:
+        yield received
+    finally:
+        for signum in handled:
+            signal.signal(signum, previous[signum])
 
 
 @bench_app.command("report")

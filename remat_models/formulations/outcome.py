@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,22 +76,29 @@ class SolveOutcome:
         """Simulated peak memory in bytes."""
         return None if self.simulation is None else self.simulation.peak
 
+    @property
+    def interrupt_signal(self) -> int | None:
+        """The signal that interrupted the solve (its first phase that recorded one), None if not interrupted."""
+        if self.status is not SolveStatus.INTERRUPTED:
+            return None
+        return next((p.interrupt_signal for p in self.phases.values() if p.interrupt_signal is not None), None)
+
     def summary(self) -> dict[str, Any]:
         """JSON-ready numbers (no schedule)."""
         return {
             "formulation": self.formulation,
             "backend": self.backend,
             "solver_status": self.status.value,
-            "objective": self.objective,
-            "bound": self.bound,
-            "gap": self.gap,
-            "model_peak": self.model_peak,
+            "objective": finite(self.objective),
+            "bound": finite(self.bound),
+            "gap": finite(self.gap),
+            "model_peak": finite(self.model_peak),
             "build_time_s": self.build_time,
             "solve_time_s": self.solve_time,
             "wall_time_s": self.wall_time,
             "time_to_first_s": self.time_to_first,
             "time_to_best_s": self.time_to_best,
-            "trajectory": [list(point) for point in self.trajectory],
+            "trajectory": [[finite(t), finite(v)] for t, v in self.trajectory],
             "solver_version": self.solver_version,
             "options": self.options,
             "warm_start": self.warm_start,
@@ -99,12 +107,19 @@ class SolveOutcome:
         }
 
 
+def finite(value: float | None) -> float | None:
+    """``value``, or None for infinity and NaN (JSON has neither: a solver without a bound reports -inf)."""
+    return None if value is None or not math.isfinite(value) else value
+
+
 def jsonable(value: Any) -> Any:
-    """A JSON-ready copy of an option value (arrays and tuples as lists, other objects as strings)."""
+    """A JSON-ready copy of a value (arrays and tuples as lists, inf and NaN as None, other objects as strings)."""
     if isinstance(value, np.ndarray):
         value = value.tolist()
     if isinstance(value, (list, tuple)):
         return [jsonable(v) for v in value]
     if isinstance(value, dict):
         return {str(k): jsonable(v) for k, v in value.items()}
-    return value if isinstance(value, (str, int, float, bool, type(None))) else str(value)
+    if isinstance(value, float):
+        return finite(value)
+    return value if isinstance(value, (str, int, bool, type(None))) else str(value)

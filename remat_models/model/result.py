@@ -45,6 +45,7 @@ class SolveResult:
     solver_version: str = ""
     log: str | None = None
     x: np.ndarray | None = field(default=None, repr=False)  # flat column values of the solved model
+    interrupt_signal: int | None = None  # the signal (SIGINT, SIGTERM) that stopped an INTERRUPTED solve
 
     @property
     def has_solution(self) -> bool:
@@ -80,8 +81,6 @@ class SolveResult:
         return json.dumps(self.summary(include_values))
 
 
-def _num(v: float | None) -> float | str | None:
-    """JSON has no inf/nan: spell them as strings."""
-    if v is None or math.isfinite(v):
-        return v
-    return str(v)
+def _num(v: float | None) -> float | None:
+    """JSON has no inf/nan: write them as null."""
+    return v if v is None or math.isfinite(v) else None

@@ -28,7 +28,7 @@ from remat_models.planning.result import MethodRun
 from remat_models.planning.solve import run_formulation
 
 DEFAULT_METHOD = "auto"  # what every front end plans with when no method is named
-PORTFOLIOS: dict[str, Callable[..., tuple[Schedule, dict[str, Any]]]] = {"auto": auto}
+PORTFOLIOS: dict[str, Callable[..., MethodRun]] = {"auto": auto}
 
 Method = Callable[[Graph, int], Schedule]
 
@@ -172,7 +172,6 @@ def run_method(
         )
     portfolio = PORTFOLIOS.get(ref.method)
     if portfolio is not None:
-        schedule, details = portfolio(graph, budget, seed=seed, time_limit=time_limit, options=options)
-    else:
-        schedule, details = run_heuristic(ref.method, graph, budget, seed=seed, time_limit=time_limit, options=options)
+        return portfolio(graph, budget, seed=seed, time_limit=time_limit, options=options)
+    schedule, details = run_heuristic(ref.method, graph, budget, seed=seed, time_limit=time_limit, options=options)
     return MethodRun(ref.method, schedule, details)

@@ -126,4 +126,5 @@ def _result(graph: Graph, budget: int, run: MethodRun, wall_time: float, extensi
         wall_time=wall_time,
         details=run.details,
         outcome=run.outcome,
+        interrupted_by=run.interrupted_by,
     )

@@ -27,18 +27,21 @@ from dataclasses import dataclass
 from multiprocessing.connection import wait
 from typing import Any
 
+from remat_models.backends.interrupt import Stopper, stop_on_signals
 from remat_models.core.graph import Graph
-from remat_models.core.limits import check_count
+from remat_models.core.limits import check_count, wait_slice
 from remat_models.core.schedule import Schedule, SimulationResult, simulate
 from remat_models.errors import ConfigurationError
 from remat_models.formulations.base import options_of
 from remat_models.heuristics.baselines import BASELINES
 from remat_models.planning.portfolio_worker import Worker
+from remat_models.planning.result import MethodRun
 from remat_models.planning.warm_start import DEFAULT_TIME_LIMIT, INIT_FASTSA_NODES
 
 log = logging.getLogger(__name__)
 
 STOP_GRACE = 2.0  # seconds past the deadline before workers still running are stopped
+STOP_POLL = 0.2  # seconds between checks for a stop (SIGINT, SIGTERM) while waiting for reports
 
 
 @dataclass(frozen=True)
@@ -113,10 +116,11 @@ def auto(
     seed: int = 0,
     time_limit: float | None = None,
     options: Mapping[str, Any] | None = None,
-) -> tuple[Schedule, dict[str, Any]]:
+) -> MethodRun:
     """The portfolio's best schedule and details: each member's cost, peak, time and bound, and the best bound.
 
-    ``options``: :class:`AutoOptions` fields.
+    ``options``: :class:`AutoOptions` fields. SIGINT or SIGTERM stops the workers; the run then carries the
+    best schedule reported so far (the fallbacks' at least) and the signal (``interrupted_by``).
     """
     opts = options_of(AutoOptions, options, "auto")
     total = DEFAULT_TIME_LIMIT if time_limit is None else time_limit
@@ -128,31 +132,46 @@ def auto(
         "fastsa": {"role": "fastsa", "patience": opts.restart_patience},
         "exact": {"role": "exact", "wait": wait, **exact},
     }
-    portfolio = _Portfolio(graph, budget)
-    workers = {name: Worker.start(name, graph, budget, seed, deadline, job) for name, job in jobs.items()}
-    try:
-        for name in ("chen-greedy", "knapsack"):  # milliseconds each: the fallbacks
-            t0 = time.perf_counter()
-            schedule = BASELINES[name](graph, budget)
-            portfolio.offer({"method": name, "schedule": schedule, "seconds": time.perf_counter() - t0})
-        _collect(workers, portfolio, deadline + STOP_GRACE, relay=wait > 0)
-    finally:
-        for worker in workers.values():
-            worker.stop()
+    portfolio, stopper = _Portfolio(graph, budget), Stopper()
+    with stop_on_signals(stopper):  # SIGINT/SIGTERM: stop the workers, return the best reported so far
+        workers: dict[str, Worker] = {}
+        try:
+            for name, job in jobs.items():
+                workers[name] = Worker.start(name, graph, budget, seed, deadline, job)
+            for name in ("chen-greedy", "knapsack"):  # milliseconds each: the fallbacks
+                t0 = time.perf_counter()
+                schedule = BASELINES[name](graph, budget)
+                portfolio.offer({"method": name, "schedule": schedule, "seconds": time.perf_counter() - t0})
+            _collect(workers, portfolio, deadline + STOP_GRACE, relay=wait > 0, stopper=stopper)
+        finally:
+            for worker in workers.values():
+                worker.stop()
     assert portfolio.best is not None
     name, schedule, result = portfolio.best
     bound = portfolio.bound
     gap = None if bound is None or result.peak > budget or not result.total_cost else 1 - bound / result.total_cost
+    interrupted = stopper.signal if stopper.stopped.is_set() else None
+    if interrupted is not None:
+        log.warning("auto: interrupted (%s): returning the best schedule its members reported", interrupted.name)
     log.info("auto on %s: %s chosen, cost %s, bound %s", graph.name, name, result.total_cost, bound)
-    return schedule, {"chosen": name, "bound": bound, "gap": gap, "portfolio": portfolio.members}
+    details = {"chosen": name, "bound": bound, "gap": gap, "portfolio": portfolio.members}
+    return MethodRun("auto", schedule, details, simulation=result, interrupted_by=interrupted)
 
 
-def _collect(workers: dict[str, Worker], portfolio: _Portfolio, until: float, relay: bool) -> None:
-    """Offer each worker's reports until all are done or ``until``; with ``relay`` FastSA's goes on to the exact one."""
+def _collect(workers: dict[str, Worker], portfolio: _Portfolio, until: float, relay: bool, stopper: Stopper) -> None:
+    """Offer each worker's reports until all are done, ``until`` or a stop (then only those already sent).
+
+    With ``relay`` FastSA's reports go on to the exact worker.
+    """
     live = {worker.conn: worker for worker in workers.values()}
     proven = False  # an exact member proved its schedule optimal (FastSA may still reorder below it)
     while live and time.monotonic() < until:
-        for conn in wait(list(live), timeout=max(0.0, until - time.monotonic())):
+        stopped = stopper.stopped.is_set()
+        timeout = 0.0 if stopped else min(STOP_POLL, wait_slice(until - time.monotonic()))
+        ready = wait(list(live), timeout=timeout)
+        if stopped and not ready:
+            return
+        for conn in ready:
             worker = live[conn]  # type: ignore[index]
             report = worker.receive()
             if report is None:  # done, or the process died (its stderr says why)

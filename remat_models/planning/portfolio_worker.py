@@ -1,14 +1,16 @@
 """The worker processes of the ``auto`` portfolio: one member each, reporting schedules over a socket pair.
 
-A worker is ``python -m remat_models.planning.portfolio_worker FD`` (a fresh interpreter: nothing of the caller's
-``__main__`` is imported, so scripts without a ``__main__`` guard are safe). It reads its job (graph, budget,
-seed, deadline on the shared monotonic clock, role) from the connection, sends reports (``method``,
+A worker is ``python -m remat_models.planning.portfolio_worker FD PARENT_PID`` (a fresh interpreter: nothing of
+the caller's ``__main__`` is imported, so scripts without a ``__main__`` guard are safe). It reads its job (graph,
+budget, seed, deadline on the shared monotonic clock, role) from the connection, sends reports (``method``,
 ``schedule``, ``bound``, ``seconds``, ``optimal``, ``error``: one per exact member, one per FastSA
-improvement) and ends with ``{"done": True}``. It ignores Ctrl-C: the parent stops it.
+improvement) and ends with ``{"done": True}``. It ignores Ctrl-C: the parent stops it; it dies with its parent
+(SIGTERM from the kernel on Linux when the parent dies, even by SIGKILL).
 """
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import signal
@@ -22,6 +24,7 @@ from typing import Any
 
 from remat_models.backends import SolveLimits
 from remat_models.core.graph import Graph
+from remat_models.core.limits import MAX_COUNT, wait_slice
 from remat_models.core.schedule import Schedule, simulate
 from remat_models.errors import RematError
 from remat_models.heuristics.registry import run_heuristic
@@ -35,6 +38,7 @@ log = logging.getLogger(__name__)
 FINISH_MARGIN = 1.0  # seconds a member leaves before the deadline to decode and report
 FINISH_SHARE = 0.2  # ... plus this share of the limit (decoding; CP-SAT presolve overshoots on 1M+ variables)
 MAX_RESTARTS = 1000  # FastSA runs (seeds) in one portfolio at most
+PR_SET_PDEATHSIG = 1  # prctl option: the signal this process gets when its parent dies (linux/prctl.h)
 
 
 class Worker:
@@ -48,7 +52,8 @@ class Worker:
         """Start the worker ``name`` and send it its job."""
         ours, theirs = socket.socketpair()
         with theirs:
-            command = [sys.executable, "-m", "remat_models.planning.portfolio_worker", str(theirs.fileno())]
+            parent = str(os.getpid())
+            command = [sys.executable, "-m", "remat_models.planning.portfolio_worker", str(theirs.fileno()), parent]
             env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}  # finds what we found
             process = subprocess.Popen(command, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, env=env)
         worker = cls(name, process, Connection(ours.detach()))
@@ -129,7 +134,7 @@ def _fastsa(conn: Connection, job: dict[str, Any], total: float) -> None:
         left = _seconds_left(job, total)
         if left < max(0.5, last) or since_best >= job["patience"]:
             return
-        seed, started = job["seed"] + restart, time.perf_counter()
+        seed, started = (job["seed"] + restart) % (MAX_COUNT + 1), time.perf_counter()  # seeds stay below 2**63
         try:
             schedule, _ = run_heuristic("fastsa", graph, budget, seed=seed, time_limit=left)
         except RematError as error:
@@ -154,7 +159,7 @@ def _exact(conn: Connection, job: dict[str, Any], total: float) -> None:
     graph, budget = job["graph"], job["budget"]
     if job["wait"] > 0:
         candidates = fast_baselines(graph, budget)
-        if conn.poll(max(0.0, min(job["wait"], _seconds_left(job, total)))):
+        if _poll(conn, min(job["wait"], _seconds_left(job, total))):
             candidates.append(conn.recv()["init"])
         found = cheapest_fitting(graph, budget, candidates)
     else:
@@ -174,14 +179,34 @@ def _exact(conn: Connection, job: dict[str, Any], total: float) -> None:
         report = _member(conn, formulation, solve)
         if report is None:
             continue
-        if report.outcome is not None and report.outcome.status is SolveStatus.OPTIMAL:
-            return
+        if report.outcome is not None and report.outcome.status in (SolveStatus.OPTIMAL, SolveStatus.INTERRUPTED):
+            return  # proven, or stopped (the parent's SIGTERM reaches a solve as an interrupt)
         found = cheapest_fitting(graph, budget, [s for s in (start, report.schedule) if s is not None])
         start = None if found is None else found.schedule
 
 
+def _poll(conn: Connection, seconds: float) -> bool:
+    """Whether a message arrives on ``conn`` within ``seconds`` (waited in slices: one ``poll`` overflows)."""
+    until = time.monotonic() + seconds
+    while not conn.poll(wait_slice(until - time.monotonic())):
+        if time.monotonic() >= until:
+            return False
+    return True
+
+
+def _die_with_parent(parent: int) -> None:
+    """Have the kernel send SIGTERM when the parent dies (Linux), and end now if it is already gone."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
+            log.warning("prctl(PR_SET_PDEATHSIG) failed: errno %d", ctypes.get_errno())
+    if os.getppid() != parent:  # it died before the prctl took effect: nobody to report to
+        os._exit(0)
+
+
 def main(argv: list[str]) -> None:
-    """Run the job received on the connection whose file descriptor is ``argv[1]``."""
+    """Run the job received on the connection whose file descriptor is ``argv[1]`` (``argv[2]``: the parent's pid)."""
+    _die_with_parent(int(argv[2]))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     logging.basicConfig(level=logging.WARNING, format="auto worker: %(levelname)s %(message)s")
     conn = Connection(int(argv[1]))

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import signal
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from remat_models.core.schedule import Schedule, SimulationResult
 from remat_models.errors import BudgetExceededError
-from remat_models.formulations.outcome import SolveOutcome
+from remat_models.formulations.outcome import SolveOutcome, jsonable
 from remat_models.model import SolveStatus
 
 
@@ -27,6 +28,8 @@ class PlanResult:
 
     ``outcome`` is the formulation solve's typed record (status enum, objective, bound, phases) or None for
     heuristics and portfolios; ``details`` holds the JSON-ready numbers written beside a schedule.
+    ``interrupted_by``: the signal (SIGINT, SIGTERM) that stopped the method early; its schedule is the best
+    it had found by then.
     """
 
     graph_name: str
@@ -40,6 +43,12 @@ class PlanResult:
     wall_time: float
     details: dict[str, Any] = field(default_factory=dict)
     outcome: SolveOutcome | None = None
+    interrupted_by: signal.Signals | None = None
+
+    @property
+    def interrupted(self) -> bool:
+        """Whether a signal stopped the method before it finished."""
+        return self.interrupted_by is not None
 
     @property
     def solver_status(self) -> SolveStatus | None:
@@ -54,21 +63,24 @@ class PlanResult:
         return self.simulation.peak / self.reference_peak
 
     def metadata(self) -> dict[str, object]:
-        """JSON-ready summary stored beside a schedule on disk."""
+        """JSON-ready summary stored beside a schedule on disk (infinities and NaN as None)."""
         sim = self.simulation
-        return {
-            "graph_name": self.graph_name,
-            "graph_hash": self.graph_hash,
-            "method": self.method,
-            "budget": self.budget,
-            "status": self.status.value,
-            "peak": None if sim is None else sim.peak,
-            "total_cost": None if sim is None else sim.total_cost,
-            "tdi": None if sim is None else sim.tdi,
-            "recomputations": None if sim is None else sim.recomputations,
-            "wall_time_s": self.wall_time,
-            **self.details,
-        }
+        return jsonable(
+            {
+                "graph_name": self.graph_name,
+                "graph_hash": self.graph_hash,
+                "method": self.method,
+                "budget": self.budget,
+                "status": self.status.value,
+                "peak": None if sim is None else sim.peak,
+                "total_cost": None if sim is None else sim.total_cost,
+                "tdi": None if sim is None else sim.tdi,
+                "recomputations": None if sim is None else sim.recomputations,
+                "wall_time_s": self.wall_time,
+                **({} if self.interrupted_by is None else {"interrupted_by": self.interrupted_by.name}),
+                **self.details,
+            }
+        )
 
 
 def over_budget_error(result: PlanResult) -> BudgetExceededError:
@@ -88,7 +100,8 @@ def over_budget_error(result: PlanResult) -> BudgetExceededError:
 class MethodRun:
     """What running one method gives ``plan()``: its label, schedule (with its simulation when known) and outcome.
 
-    ``infeasible``: the solver proved its model has no solution (and no warm start was returned instead).
+    ``infeasible``: the solver proved its model has no solution (and no warm start was returned instead);
+    ``interrupted_by``: the signal that stopped the method early.
     """
 
     label: str
@@ -97,3 +110,4 @@ class MethodRun:
     outcome: SolveOutcome | None = None
     simulation: SimulationResult | None = None
     infeasible: bool = False
+    interrupted_by: signal.Signals | None = None

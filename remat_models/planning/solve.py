@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import signal
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -82,6 +83,7 @@ def _run_of(
         outcome,
         simulation=outcome.simulation,
         infeasible=outcome.status == SolveStatus.INFEASIBLE,
+        interrupted_by=_interrupted_by(outcome),
     )
     if start is None or extensions:
         return run
@@ -91,3 +93,10 @@ def _run_of(
         details["returned_warm_start"] = True
         return replace(run, schedule=start.schedule, simulation=initial, infeasible=False)
     return run
+
+
+def _interrupted_by(outcome: SolveOutcome) -> signal.Signals | None:
+    """The signal that interrupted the solve (SIGINT when its phases did not record one), None if it finished."""
+    if outcome.status is not SolveStatus.INTERRUPTED:
+        return None
+    return signal.Signals(outcome.interrupt_signal or signal.SIGINT)

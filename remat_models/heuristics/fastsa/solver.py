@@ -11,7 +11,7 @@ from typing import Literal
 import numpy as np
 
 from remat_models.core.graph import Graph
-from remat_models.core.limits import check_time_limit
+from remat_models.core.limits import check_count, check_time_limit
 from remat_models.core.schedule import Schedule, SimulationResult, eager_frees, input_order_peak, simulate
 from remat_models.errors import ConfigurationError
 from remat_models.heuristics.fastsa import _kernels as ann
@@ -335,6 +335,7 @@ def fastsa(
     n1, n2 = PAPER_ITERATIONS if iterations is None else iterations
     if n1 < 0 or n2 < 0:
         raise ConfigurationError(f"FastSA iterations must be >= 0, got {(n1, n2)}")
+    check_count(seed, "FastSA seed", minimum=0)  # below 2**63, as every solver's
     limit = math.inf if time_limit is None else check_time_limit(time_limit, "FastSA time limit")
     compile_time = warmup()
     limit = max(0.0, limit - compile_time)

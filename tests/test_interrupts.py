@@ -1,0 +1,243 @@
+"""SIGINT and SIGTERM stop a real `remat solve` (formulations and ``auto``): the best schedule is printed and written.
+
+Also: non-finite solver numbers never reach JSON or the tables, and auto's worker processes die with their parent.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from remat_models.cli.app import _number
+from remat_models.core.budget import parse_budget
+from remat_models.core.schedule import simulate
+from remat_models.formulations.outcome import SolveOutcome
+from remat_models.io import linear_chain, read_graph, read_schedule, write_graph
+from remat_models.model import SolveResult, SolveStatus
+from remat_models.planning.result import PlanResult, PlanStatus
+
+SOLVING = "Ctrl-C stops it"  # logged (with -v) once a solver runs
+FASTSA_REPORTED = "auto: fastsa"  # logged (with -v) by auto when FastSA reports a schedule
+WORKER = b"remat_models.planning.portfolio_worker"
+EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
+
+
+@pytest.fixture(scope="module")
+def tr8(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 199-node transformer: no exact solver finishes on it at 70 % within seconds."""
+    path = tmp_path_factory.mktemp("graphs") / "tr8.json"
+    command = [sys.executable, "-m", "remat_models.cli.app", "graph", "generate", "transformer", "--size", "8"]
+    subprocess.run([*command, "--seed", "1", "-o", str(path)], check=True, capture_output=True)
+    return path
+
+
+class Solve:
+    """A `remat -v solve` subprocess whose stderr is collected in the background."""
+
+    def __init__(self, graph: Path, out: Path, args: list[str]) -> None:
+        command = [sys.executable, "-m", "remat_models.cli.app", "-v", "solve", str(graph), "-b", "70%", *args]
+        self.process = subprocess.Popen(
+            [*command, "-o", str(out)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "COLUMNS": "200"},  # log lines unwrapped
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # `&` hands SIG_IGN down
+        )
+        self.lines: list[str] = []
+        assert self.process.stderr is not None
+        stderr = self.process.stderr
+        self.reader = threading.Thread(target=lambda: self.lines.extend(stderr), daemon=True)
+        self.reader.start()
+
+    @property
+    def stderr(self) -> str:
+        return "".join(self.lines)
+
+    def wait_for(self, text: str, seconds: float = 120.0) -> None:
+        """Wait until ``text`` is logged (the test fails if the command ends or the time runs out first)."""
+        deadline = time.monotonic() + seconds
+        while text not in self.stderr and time.monotonic() < deadline and self.process.poll() is None:
+            time.sleep(0.1)
+        assert text in self.stderr, self.stderr
+
+    def finish(self, signum: int) -> tuple[int, str, str]:
+        """Send ``signum`` and return the exit status, stdout and stderr."""
+        try:
+            self.process.send_signal(signum)
+            self.process.wait(timeout=120)  # stdout (a table) fits the pipe; stderr is read by the reader
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+                self.process.wait()
+        self.reader.join(5)
+        assert self.process.stdout is not None
+        return self.process.returncode, self.process.stdout.read(), self.stderr
+
+
+def _check_written(graph_path: Path, out: Path) -> None:
+    """The file is strict JSON (no Infinity, NaN) and its schedule simulates within 70 %."""
+    json.loads(out.read_text(), parse_constant=lambda name: pytest.fail(f"{name} in {out}"))
+    graph = read_graph(graph_path)
+    assert simulate(graph, read_schedule(out, graph)).peak <= parse_budget("70%", graph)
+
+
+def _check_interrupted(code: int, stdout: str, stderr: str, signum: signal.Signals, method: str) -> None:
+    assert code == EXIT[signum], stderr
+    assert "Traceback" not in stderr and f"interrupted ({signum.name})" in stderr, stderr
+    assert method in stdout and "fits" in stdout  # the table of the best schedule
+    assert "inf" not in stdout and "nan" not in stdout
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_checkmate_stopped_by_a_signal_prints_and_writes_its_best(
+    tr8: Path, tmp_path: Path, signum: signal.Signals
+) -> None:
+    out = tmp_path / "x.json"
+    solve = Solve(tr8, out, ["-f", "checkmate", "--time-limit", "60"])
+    solve.wait_for(SOLVING)
+    time.sleep(1.0)  # HiGHS has no bound yet (-inf): it must be written as null, shown as nothing
+    code, stdout, stderr = solve.finish(signum)
+    _check_interrupted(code, stdout, stderr, signum, "checkmate/highs")
+    assert "interrupted" in stdout  # the solver table's status
+    _check_written(tr8, out)
+    assert json.loads(out.read_text())["metadata"]["interrupted_by"] == signum.name
+
+
+def test_moccasin_stopped_before_its_first_incumbent_keeps_the_warm_start(tr8: Path, tmp_path: Path) -> None:
+    out = tmp_path / "x.json"
+    solve = Solve(tr8, out, ["-f", "moccasin", "--backend", "cpsat", "--time-limit", "60"])
+    solve.wait_for(SOLVING)  # phase 2 from the fitting warm start (no phase 1)
+    code, stdout, stderr = solve.finish(signal.SIGINT)
+    _check_interrupted(code, stdout, stderr, signal.SIGINT, "moccasin/cpsat")
+    assert "interrupted" in stdout and "feasible" not in stdout
+    _check_written(tr8, out)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_auto_stopped_by_a_signal_returns_the_best_member_schedule(
+    tr8: Path, tmp_path: Path, signum: signal.Signals
+) -> None:
+    out = tmp_path / "x.json"
+    solve = Solve(tr8, out, ["-m", "auto", "--time-limit", "60"])
+    solve.wait_for(FASTSA_REPORTED)
+    code, stdout, stderr = solve.finish(signum)
+    _check_interrupted(code, stdout, stderr, signum, "auto")
+    _check_written(tr8, out)
+    assert "Traceback" not in stderr
+
+
+def _workers_of(parent: int) -> list[int]:
+    """Pids of the running portfolio workers whose parent is ``parent`` (read from /proc)."""
+    found = []
+    for pid in _children_of(parent):
+        try:
+            if WORKER in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.append(pid)
+        except OSError:  # ended meanwhile
+            continue
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"  # a zombie has ended
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG and /proc are Linux's")
+def test_auto_workers_die_with_a_killed_parent(tr8: Path, tmp_path: Path) -> None:
+    solve = Solve(tr8, tmp_path / "x.json", ["-m", "auto", "--time-limit", "60"])
+    solve.wait_for(FASTSA_REPORTED)
+    time.sleep(3.0)  # the exact worker is solving from FastSA's schedule (deaf to its connection meanwhile)
+    workers = _workers_of(solve.process.pid)
+    assert len(workers) == 2, (workers, solve.stderr)
+    solve.process.kill()
+    solve.process.wait()  # not communicate(): orphans would hold its pipes open
+    deadline = time.monotonic() + 30  # SIGTERM on the parent's death: each worker stops its solve, then ends
+    while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    try:
+        assert not any(_alive(pid) for pid in workers), "orphaned auto workers"
+    finally:
+        for pid in filter(_alive, workers):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_non_finite_numbers_are_null_in_json_and_dashes_in_tables() -> None:
+    outcome = SolveOutcome(
+        formulation="checkmate",
+        backend="highs",
+        status=SolveStatus.INTERRUPTED,
+        objective=10.0,
+        bound=-math.inf,
+        phases={"solve": SolveResult(SolveStatus.INTERRUPTED, objective=10.0, bound=-math.inf, interrupt_signal=15)},
+    )
+    summary = outcome.summary()
+    assert summary["bound"] is None and summary["gap"] is None and summary["phases"]["solve"]["bound"] is None
+    assert outcome.interrupt_signal == signal.SIGTERM
+    result = PlanResult(
+        "g", "h", "checkmate/highs", 1, 1, PlanStatus.NO_SCHEDULE, None, None, 0.0, details={"bound": math.nan}
+    )
+    json.dumps(result.metadata(), allow_nan=False)
+    assert result.metadata()["bound"] is None
+    assert _number(-math.inf) == "-" and _number(math.nan) == "-" and _number(1.5) == "1.5"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="finds the run's process in /proc")
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_bench_sweep_stopped_by_a_signal_kills_its_run_and_records_it(tmp_path: Path, signum: signal.Signals) -> None:
+    graph, results = tmp_path / "chain.json", tmp_path / "r.jsonl"
+    write_graph(linear_chain(4), graph)
+    hang = f"{Path(__file__).resolve().parent / 'test_bench.py'}:hang"  # sleeps 60 s in the run's process
+    options = ["-g", str(graph), "-b", "0.9", "-m", hang, "-o", str(results), "--time-limit", "30", "--grace", "30"]
+    sweep = subprocess.Popen(
+        [sys.executable, "-m", "remat_models.cli.app", "bench", "run", *options],
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not (runs := _children_of(sweep.pid)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(runs) == 1, "the sweep started no run"
+        time.sleep(1.0)  # the run is sleeping in its plug-in
+        sweep.send_signal(signum)
+        _, stderr = sweep.communicate(timeout=30)
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+            sweep.wait()
+    assert sweep.returncode == EXIT[signum], stderr
+    assert f"interrupted ({signum.name})" in stderr and "Traceback" not in stderr, stderr
+    assert not _alive(runs[0]), "the run outlived its sweep"
+    (record,) = [json.loads(line) for line in results.read_text().splitlines()]
+    assert record["status"] == "interrupted"
+
+
+def _children_of(parent: int) -> list[int]:
+    """Pids of the running processes whose parent is ``parent``."""
+    return [pid for pid in _pids() if _ppid(pid) == parent and _alive(pid)]
+
+
+def _pids() -> list[int]:
+    return [int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit()]
+
+
+def _ppid(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
