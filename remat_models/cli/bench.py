@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -17,6 +17,9 @@ from rich.table import Table
 from remat_models.cli.console import make_console
 from remat_models.errors import ConfigurationError, OutputError
 from remat_models.io.atomic import check_not_input
+
+if TYPE_CHECKING:
+    from remat_models.bench.sweep import Sweep
 
 bench_app = typer.Typer(help="Benchmark sweeps, reports against published tables, plots.", no_args_is_help=True)
 plot_app = typer.Typer(help="Plots (PNG and SVG) from results or schedules.", no_args_is_help=True)
@@ -54,16 +57,9 @@ def run_command(
 ) -> None:
     """Run a sweep (skipping runs already in the results file), each run in its own process."""
     from remat_models.bench.pools import make_pool, run_sweep
-    from remat_models.bench.sweep import expand, load_sweep, sweep_from_options
+    from remat_models.bench.sweep import expand
 
-    if sweep_file is not None and (graph or budget or method):
-        raise ConfigurationError("give a sweep file or --graph/--budget/--method, not both")
-    if sweep_file is None and not (graph and budget and method):
-        raise ConfigurationError("without a sweep file, give --graph, --budget and --method (each repeatable)")
-    if sweep_file is not None:
-        sweep = load_sweep(sweep_file)
-    else:
-        sweep = sweep_from_options(graph, budget, method, seeds=_seeds(seeds), time_limit=time_limit, grace=grace)
+    sweep = _sweep(sweep_file, graph, budget, method, seeds, time_limit, grace)
     results = out or Path("bench_results") / f"{sweep.name}.jsonl"
     if results.is_dir():
         raise ConfigurationError(f"results path {results} is a folder")
@@ -96,6 +92,27 @@ def run_command(
                 _interrupted(received[0] if received else signal.SIGINT, statuses, results)
     summary = ", ".join(f"{status} {count}" for status, count in statuses.most_common()) or "nothing to run"
     console.print(f"{len(runs)} runs in the sweep; this time: {summary}; results in {results}")
+
+
+def _sweep(
+    sweep_file: Path | None,
+    graph: list[str] | None,
+    budget: list[str] | None,
+    method: list[str] | None,
+    seeds: str,
+    time_limit: float,
+    grace: float,
+) -> Sweep:
+    """The sweep of a file, or of the --graph/--budget/--method options (one or the other)."""
+    from remat_models.bench.sweep import load_sweep, sweep_from_options
+
+    if sweep_file is not None and (graph or budget or method):
+        raise ConfigurationError("give a sweep file or --graph/--budget/--method, not both")
+    if sweep_file is not None:
+        return load_sweep(sweep_file)
+    if not (graph and budget and method):
+        raise ConfigurationError("without a sweep file, give --graph, --budget and --method (each repeatable)")
+    return sweep_from_options(graph, budget, method, seeds=_seeds(seeds), time_limit=time_limit, grace=grace)
 
 
 def _interrupted(signum: signal.Signals, statuses: Counter[str], results: Path) -> None:
