@@ -33,18 +33,19 @@ from remat_models.cli.options import (
     SeedOption,
     SolverOptionOption,
     TimeLimitOption,
+    TransferOption,
     UnpartitionedOption,
     WithOption,
     WorkersOption,
     collect_options,
     shortcut_flags,
     solver_options,
+    transfer_model,
 )
 from remat_models.cli.torch_commands import from_torch, validate
 from remat_models.core.budget import check_budget, parse_budget
 from remat_models.core.graph import Graph
 from remat_models.core.schedule import input_order_peak, simulate
-from remat_models.core.transfer import parse_transfer
 from remat_models.errors import BudgetExceededError, ConfigurationError, RematError
 from remat_models.extensions.registry import make_extensions
 from remat_models.formulations import DEFAULT_FORMULATION, get_formulation
@@ -146,19 +147,12 @@ def simulate_command(
     graph_path: GraphPath,
     plan_path: Annotated[Path, typer.Argument(help="Schedule JSON written by `remat solve --out`.")],
     budget: Annotated[str | None, typer.Option("--budget", "-b", help="Also check against a budget.")] = None,
-    transfer: Annotated[
-        str | None,
-        typer.Option(
-            "--transfer",
-            help="Transfer model for Offload/Prefetch steps: out_bw=,in_bw= (or bw=) bytes per cost unit, "
-            "latency= (or out_latency=/in_latency=) cost units, host=64GiB, mode=serial|overlap.",
-        ),
-    ] = None,
+    transfer: TransferOption = None,
 ) -> None:
     """Simulate a schedule: peak memory, cost, TDI, recomputations (and transfers with --transfer)."""
     graph = read_graph(graph_path)
     schedule = read_schedule(plan_path, graph)
-    result = simulate(graph, schedule, None if transfer is None else parse_transfer(transfer))
+    result = simulate(graph, schedule, transfer_model(transfer))
     reference = input_order_peak(graph)
     table = Table(title=f"{plan_path.name} on {graph_path.name}", show_header=False)
     table.add_row("steps", f"{len(schedule):,}")
@@ -251,6 +245,7 @@ def solve_command(
     option_pairs: OptionOption = None,
     solver_option_pairs: SolverOptionOption = None,
     impls: ImplsOption = "on",
+    transfer: TransferOption = None,
 ) -> None:
     """Plan a graph under a budget with a heuristic or a solver; exit 3 if no schedule fits."""
     if out is not None:
@@ -279,6 +274,7 @@ def solve_command(
             allow_over_budget=True,
             impls=_impls_flag(impls),
             solver_options=solver_options(solver_option_pairs),
+            transfer=transfer_model(transfer),
         )
     _report(result, graph, f"{graph_path.name} at {limit:,} B", out, force)
 
@@ -287,8 +283,12 @@ def _report(result: PlanResult, graph: Graph, title: str, out: Path | None, forc
     """Print the result (and the solver's numbers), write the schedule; exit 130/143 if interrupted, 3 if over budget.
 
     An interrupted or over-budget schedule is written to a new file but replaces an existing one only
-    with ``force``.
+    with ``force``. Interrupted before it found any schedule: one line on stderr, nothing else.
     """
+    if result.interrupted_by is not None and result.schedule is None:
+        line = f"interrupted ({result.interrupted_by.name}): {result.method} stopped before it found a schedule"
+        errors.print(line + ("; nothing written" if out is not None else ""), markup=False, highlight=False)
+        raise typer.Exit(128 + result.interrupted_by)
     console.print(_results_table(title, [result]))
     solver = _solver_table(result)
     if solver is not None:

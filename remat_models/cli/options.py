@@ -8,7 +8,9 @@ from typing import Annotated, Any
 
 import typer
 
-from remat_models.errors import ConfigurationError
+from remat_models.core.transfer import TransferModel
+from remat_models.core.units import parse_size
+from remat_models.errors import BudgetError, ConfigurationError
 from remat_models.extensions.registry import extension_names, parse_value
 from remat_models.planning.methods import MethodRef
 
@@ -159,3 +161,47 @@ def collect_options(ref: MethodRef, flags: Mapping[str, tuple[str, Any]], pairs:
         if name not in known:
             raise ConfigurationError(f"{flag} is not an option of {ref.label}; it takes: {', '.join(known)}")
     return options
+
+
+TransferOption = Annotated[
+    str | None,
+    typer.Option(
+        "--transfer",
+        help="Transfer model for offloading: bw= (or out_bw=/in_bw=) bytes per cost unit, latency= (or "
+        "out_latency=/in_latency=) cost units, host=64GiB, mode=serial|overlap; with flops= (the device's cost "
+        "units per second, FLOP/s for a FLOP-cost graph) bandwidths are bytes/s (e.g. bw=25GB/s) and latencies s.",
+    ),
+]
+
+_BANDWIDTHS = ("bw", "out_bw", "in_bw")
+_LATENCIES = ("latency", "out_latency", "in_latency")
+
+
+def _number(key: str, value: Any) -> float:
+    """A bandwidth (``25GB/s``, ``25e9``), rate or latency as a finite number >= 0 (else ConfigurationError)."""
+    try:
+        number = float(parse_size(value[:-2]) if isinstance(value, str) and value.endswith("/s") else value)
+    except (TypeError, ValueError, BudgetError):
+        raise ConfigurationError(f"--transfer {key}={value!r} is not a number (bytes/s: 25GB/s or 25e9)") from None
+    if not 0 <= number < float("inf"):
+        raise ConfigurationError(f"--transfer {key}={value!r} must be a finite number >= 0")
+    return number
+
+
+def transfer_model(text: str | None) -> TransferModel | None:
+    """``--transfer KEY=VALUE,...`` as a TransferModel (None without the flag); see :data:`TransferOption`."""
+    if text is None:
+        return None
+    options = parse_pairs([item for item in text.split(",") if item.strip()], "--transfer")
+    if "flops" not in options:
+        return TransferModel.from_options({k: _number(k, v) if k in _BANDWIDTHS else v for k, v in options.items()})
+    rate = _number("flops", options.pop("flops"))
+    if rate == 0:
+        raise ConfigurationError("--transfer flops= must be positive")
+    for key in _BANDWIDTHS:
+        if key in options:
+            options[key] = _number(key, options[key]) / rate
+    for key in _LATENCIES:
+        if key in options:
+            options[key] = _number(key, options[key]) * rate
+    return TransferModel.from_options(options)

@@ -5,6 +5,8 @@ The ``auto`` portfolio is a planning method, not a heuristic: see :mod:`remat_mo
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
@@ -14,19 +16,27 @@ from remat_models.core.schedule import Schedule
 from remat_models.errors import ConfigurationError
 from remat_models.heuristics.baselines import BASELINES
 from remat_models.heuristics.fastsa.solver import FastSAOptions
+from remat_models.heuristics.saveset import saveset
+from remat_models.heuristics.three_way import ThreeWayOptions, run_three_way
+
+log = logging.getLogger(__name__)
 
 FASTSA_TIME_LIMIT = 60.0  # seconds, when the caller gives none (the paper's 20M + 2M attempts can take longer)
 
-Runner = Callable[..., tuple[Schedule, dict[str, Any]]]  # (graph, budget, *, seed, time_limit, options)
+Runner = Callable[..., tuple[Schedule, dict[str, Any]]]  # (graph, budget, *, seed, time_limit, options[, stop])
 
 
 @dataclass(frozen=True)
 class Heuristic:
-    """A heuristic, whether it takes a seed, a time limit and options (baselines take none), and their names."""
+    """A heuristic, whether it takes a seed, a time limit and options (baselines take none), and their names.
+
+    ``stoppable``: its runner takes ``stop`` (a ``threading.Event``; once set it returns its best so far).
+    """
 
     run: Runner
     configurable: bool = False
     options: tuple[str, ...] = ()
+    stoppable: bool = False
 
 
 def _baseline(function: Callable[[Graph, int], Schedule]) -> Heuristic:
@@ -40,11 +50,13 @@ def _fastsa(
     seed: int = 0,
     time_limit: float | None = None,
     options: Mapping[str, Any] | None = None,
+    stop: threading.Event | None = None,
 ) -> tuple[Schedule, dict[str, Any]]:
     from remat_models.heuristics.fastsa import fastsa
 
     limit = FASTSA_TIME_LIMIT if time_limit is None else time_limit  # 0 is refused by fastsa, not replaced
-    result = fastsa(graph, budget, seed=seed, time_limit=limit, **dict(options or {}))
+    log.info("FastSA on %s: annealing for at most %g s%s", graph.name, limit, "" if stop is None else " (stoppable)")
+    result = fastsa(graph, budget, seed=seed, time_limit=limit, stop=stop, **dict(options or {}))
     fitting = [[point.time, point.best_cost] for point in result.trajectory if point.best_peak <= budget]
     details = {
         "seed": seed,
@@ -60,7 +72,11 @@ def _fastsa(
 
 HEURISTICS: dict[str, Heuristic] = {
     **{name: _baseline(function) for name, function in BASELINES.items()},
-    "fastsa": Heuristic(_fastsa, configurable=True, options=("iterations", *(f.name for f in fields(FastSAOptions)))),
+    "saveset": _baseline(saveset),
+    "fastsa": Heuristic(
+        _fastsa, configurable=True, options=("iterations", *(f.name for f in fields(FastSAOptions))), stoppable=True
+    ),
+    "three-way": Heuristic(run_three_way, configurable=True, options=tuple(f.name for f in fields(ThreeWayOptions))),
 }
 
 
@@ -77,12 +93,18 @@ def run_heuristic(
     seed: int = 0,
     time_limit: float | None = None,
     options: Mapping[str, Any] | None = None,
+    stop: threading.Event | None = None,
 ) -> tuple[Schedule, dict[str, Any]]:
-    """Run the heuristic ``name``; options and a time limit only where it takes them."""
+    """Run the heuristic ``name``; options and a time limit only where it takes them.
+
+    ``stop`` reaches a stoppable heuristic (FastSA), which then ends early with its best so far; others
+    run to their end (the baselines take seconds at most).
+    """
     heuristic = HEURISTICS.get(name)
     if heuristic is None:
         raise ConfigurationError(f"unknown method {name!r}; choose one of {', '.join(HEURISTICS)}")
     if not heuristic.configurable and (options or time_limit is not None):
         takes = ", ".join(n for n, h in HEURISTICS.items() if h.configurable)
         raise ConfigurationError(f"method {name!r} takes no options (such as --iterations) or time limit; {takes} does")
-    return heuristic.run(graph, budget, seed=seed, time_limit=time_limit, options=options)
+    extra = {"stop": stop} if heuristic.stoppable and stop is not None else {}
+    return heuristic.run(graph, budget, seed=seed, time_limit=time_limit, options=options, **extra)

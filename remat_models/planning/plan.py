@@ -11,11 +11,15 @@ from remat_models.core.budget import check_budget
 from remat_models.core.graph import Graph
 from remat_models.core.limits import check_count, check_time_limit
 from remat_models.core.schedule import Schedule, input_order_peak, simulate
-from remat_models.core.transfer import transfer_of
+from remat_models.core.transfer import TransferModel, transfer_of
+from remat_models.errors import ConfigurationError
+from remat_models.extensions.paging import Paging
 from remat_models.formulations import Extension
+from remat_models.heuristics.registry import HEURISTICS
 from remat_models.planning.default_view import plan_default_view, supports_impls
 from remat_models.planning.methods import (
     DEFAULT_METHOD,
+    PORTFOLIOS,
     MethodRef,
     method_names,
     methods,
@@ -57,6 +61,7 @@ def plan(
     allow_over_budget: bool = False,
     impls: bool = True,
     solver_options: Mapping[str, Any] | None = None,
+    transfer: TransferModel | None = None,
 ) -> PlanResult:
     """Plan ``graph`` under ``budget`` bytes with ``method`` (default ``auto``) and return the simulated result.
 
@@ -69,13 +74,17 @@ def plan(
     ``solver_options`` go to the solver itself by its own names, after the ones this project sets; a name the
     solver rejects raises ConfigurationError. A schedule that does not fit the budget raises
     BudgetExceededError (carrying the result) unless ``allow_over_budget``, which returns it with status
-    OVER_BUDGET. On a graph with operator implementations, a method that does not choose them plans the
-    default view, then (``impls``) greedily switches steps to cheaper implementations.
+    OVER_BUDGET. ``transfer`` lets the plan offload values to the host: a formulation gets the ``paging``
+    plug-in with it, ``auto`` and the heuristics that take it (``three-way``) get it as an option, and the
+    schedule is simulated under it. On a graph with operator implementations, a method that does not choose
+    them plans the default view, then (``impls``) greedily switches steps to cheaper implementations.
     """
     check_budget(graph, budget)  # types, range and lower bound, before anything reads the graph
     time_limit = check_time_limit(time_limit)
     check_count(seed, "seed", minimum=0)
     ref = resolve_method(method, formulation, backend, approx)
+    if transfer is not None:
+        options, extensions = _with_transfer(ref, transfer, options, extensions)
     arguments: dict[str, Any] = dict(
         time_limit=time_limit,
         init=init,
@@ -91,22 +100,47 @@ def plan(
             arguments["init"] = None
 
         def plan_view(view: Graph) -> PlanResult:
-            return plan(view, budget, ref, allow_over_budget=True, impls=False, **arguments)
+            return plan(view, budget, ref, allow_over_budget=True, impls=False, transfer=transfer, **arguments)
 
         return plan_default_view(graph, budget, plan_view, greedy=impls, allow_over_budget=allow_over_budget)
     started = time.perf_counter()
     run = run_method(ref, graph, budget, **arguments)
-    result = _result(graph, budget, run, time.perf_counter() - started, extensions)
+    result = _result(graph, budget, run, time.perf_counter() - started, extensions, transfer)
     if result.status is PlanStatus.OVER_BUDGET and not allow_over_budget:
         raise over_budget_error(result)
     return result
 
 
-def _result(graph: Graph, budget: int, run: MethodRun, wall_time: float, extensions: Sequence[Extension]) -> PlanResult:
+def _with_transfer(
+    ref: MethodRef, transfer: TransferModel, options: Mapping[str, Any] | None, extensions: Sequence[Extension]
+) -> tuple[Mapping[str, Any] | None, Sequence[Extension]]:
+    """The options and extensions that give ``ref`` the transfer model (see :func:`plan`)."""
+    if not isinstance(transfer, TransferModel):
+        raise ConfigurationError(f"transfer must be a TransferModel, got {transfer!r}")
+    if ref.is_solver:
+        given = transfer_of(extensions)
+        if given is None:
+            return options, [*extensions, Paging(transfer)]
+        if given != transfer:
+            raise ConfigurationError("transfer= differs from the transfer model of the paging extension given")
+        return options, extensions
+    if ref.method in PORTFOLIOS or "transfer" in HEURISTICS[str(ref.method)].options:
+        return {**(options or {}), "transfer": transfer}, extensions
+    return options, extensions  # a recompute-only heuristic: its schedule is simulated under the model
+
+
+def _result(
+    graph: Graph,
+    budget: int,
+    run: MethodRun,
+    wall_time: float,
+    extensions: Sequence[Extension],
+    transfer: TransferModel | None = None,
+) -> PlanResult:
     """The run as a PlanResult: its schedule simulated once (reusing the solver's simulation), its status."""
     simulation = run.simulation
     if simulation is None and run.schedule is not None:
-        simulation = simulate(graph, run.schedule, transfer_of(extensions))
+        simulation = simulate(graph, run.schedule, transfer or transfer_of(extensions))
     if simulation is not None:
         status = PlanStatus.WITHIN_BUDGET if simulation.fits(budget) else PlanStatus.OVER_BUDGET
         log.info(

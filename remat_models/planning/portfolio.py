@@ -9,7 +9,10 @@ The portfolio (:mod:`remat_models.planning.portfolio_worker` runs its members) s
   ``INIT_FASTSA_NODES`` nodes it starts from FastSA's schedule if FastSA reports within ``wait_share`` of
   the limit (else from the fast baselines), from there on from ``auto_init`` (its own short FastSA run),
   as ``remat solve -f moccasin`` would;
-- this process plans Chen's greedy and the saved-set knapsack meanwhile (milliseconds: the fallbacks).
+- this process plans Chen's greedy and the saved-set knapsack meanwhile (milliseconds: the fallbacks),
+  and, given a transfer model (option ``transfer``, ``plan(..., transfer=...)``), the three-way planner
+  (keep, recompute or offload each value) for ``offload_share`` of the limit; every member is then
+  simulated under that model.
 
 Each member's schedule is simulated here as it arrives; once an exact member has proved its schedule
 optimal and FastSA's first run has reported (FastSA reorders, so it can beat an optimum of the input
@@ -31,16 +34,20 @@ from remat_models.backends.interrupt import Stopper, stop_on_signals
 from remat_models.core.graph import Graph
 from remat_models.core.limits import check_count, wait_slice
 from remat_models.core.schedule import Schedule, SimulationResult, simulate
+from remat_models.core.transfer import TransferModel
 from remat_models.errors import ConfigurationError
 from remat_models.formulations.base import options_of
 from remat_models.heuristics.baselines import BASELINES
+from remat_models.heuristics.three_way import three_way
 from remat_models.planning.portfolio_worker import Worker
 from remat_models.planning.result import MethodRun
 from remat_models.planning.warm_start import DEFAULT_TIME_LIMIT, INIT_FASTSA_NODES
 
 log = logging.getLogger(__name__)
 
-STOP_GRACE = 2.0  # seconds past the deadline before workers still running are stopped
+STOP_GRACE = 2.0  # seconds past the deadline before workers still running are stopped (at most STOP_GRACE_SHARE)
+STOP_GRACE_SHARE = 0.05  # of the time limit: short limits keep 1.1 x limit + 2 s with the process start
+WORKER_STOP_S = 1.0  # seconds the stopped workers get together to end before they are killed
 STOP_POLL = 0.2  # seconds between checks for a stop (SIGINT, SIGTERM) while waiting for reports
 
 
@@ -52,12 +59,14 @@ class AutoOptions:
     checkmate_share: float = 0.6  # of the exact worker's time, before Moccasin
     wait_share: float = 0.25  # of the time limit the exact worker waits for FastSA's schedule as its warm start
     restart_patience: int = 8  # FastSA runs in a row without an improvement before its worker stops
+    transfer: TransferModel | None = None  # offloading allowed: three-way plans join (plan(..., transfer=...))
+    offload_share: float = 0.3  # of the time limit for the three-way planner, in this process meanwhile
 
     def validated(self) -> AutoOptions:
         """Itself, or a ConfigurationError naming the value out of range."""
         check_count(self.checkmate_nodes, "auto option checkmate_nodes", minimum=0)
         check_count(self.restart_patience, "auto option restart_patience", minimum=1)
-        for name in ("checkmate_share", "wait_share"):
+        for name in ("checkmate_share", "wait_share", "offload_share"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
                 raise ConfigurationError(f"auto option {name} is a share in (0, 1], got {value!r}")
@@ -79,16 +88,20 @@ def _better(a: SimulationResult, b: SimulationResult | None, budget: int) -> boo
 class _Portfolio:
     """The members' reports: each one's cost, peak, time and bound; the best schedule and the best bound."""
 
-    def __init__(self, graph: Graph, budget: int) -> None:
-        self.graph, self.budget = graph, budget
+    def __init__(self, graph: Graph, budget: int, transfer: TransferModel | None = None) -> None:
+        self.graph, self.budget, self.transfer = graph, budget, transfer
         self.best: tuple[str, Schedule, SimulationResult] | None = None
         self.bound: float | None = None
         self.members: list[dict[str, Any]] = []
 
+    def fits(self) -> bool:
+        """Whether the best schedule so far fits the budget."""
+        return self.best is not None and self.best[2].peak <= self.budget
+
     def offer(self, report: Mapping[str, Any]) -> None:
         """Record one member's report (``method``, ``schedule`` or None, ``bound``, ``seconds``, ``error``, ``pid``)."""
         schedule = report.get("schedule")
-        result = None if schedule is None else simulate(self.graph, schedule)
+        result = None if schedule is None else simulate(self.graph, schedule, self.transfer)
         member_bound = report.get("bound")
         self.members.append(
             {
@@ -132,20 +145,30 @@ def auto(
         "fastsa": {"role": "fastsa", "patience": opts.restart_patience},
         "exact": {"role": "exact", "wait": wait, **exact},
     }
-    portfolio, stopper = _Portfolio(graph, budget), Stopper()
+    portfolio, stopper = _Portfolio(graph, budget, opts.transfer), Stopper()
     with stop_on_signals(stopper):  # SIGINT/SIGTERM: stop the workers, return the best reported so far
         workers: dict[str, Worker] = {}
         try:
             for name, job in jobs.items():
                 workers[name] = Worker.start(name, graph, budget, seed, deadline, job)
-            for name in ("chen-greedy", "knapsack"):  # milliseconds each: the fallbacks
+            for name in ("knapsack", "chen-greedy"):  # the fallbacks: seconds each at 10k nodes
+                if time.monotonic() > deadline and portfolio.fits():
+                    break  # the limit holds: the second only while time is left or nothing fits yet
                 t0 = time.perf_counter()
                 schedule = BASELINES[name](graph, budget)
                 portfolio.offer({"method": name, "schedule": schedule, "seconds": time.perf_counter() - t0})
-            _collect(workers, portfolio, deadline + STOP_GRACE, relay=wait > 0, stopper=stopper)
-        finally:
+            if opts.transfer is not None:  # keep, recompute or offload each value (seconds to a share of the limit)
+                t0 = time.perf_counter()
+                found = three_way(graph, budget, opts.transfer, time_limit=opts.offload_share * total).schedule
+                portfolio.offer({"method": "three-way", "schedule": found, "seconds": time.perf_counter() - t0})
+            grace = min(STOP_GRACE, STOP_GRACE_SHARE * total)
+            _collect(workers, portfolio, deadline + grace, relay=wait > 0, stopper=stopper)
+        finally:  # every worker asked at once, then each waited for
             for worker in workers.values():
-                worker.stop()
+                worker.terminate()
+            until = time.monotonic() + WORKER_STOP_S
+            for worker in workers.values():
+                worker.stop(max(0.0, until - time.monotonic()))
     assert portfolio.best is not None
     name, schedule, result = portfolio.best
     bound = portfolio.bound

@@ -20,7 +20,7 @@ sorted production times; its sorted use times sit in a slab of ``use_buf``. The 
 cases of 2.2.1 are resolved by a short search and applied as one or two range adds.
 
 The kernels take plain arrays (numba passes tuples of arrays slowly):
-``U`` int64[units, 4] (out value, workspace, recomputable, count), ``ucost`` float64[units],
+``U`` int64[units, 5] (out value, workspace, recomputable, count, fetch flag), ``ucost`` float64[units],
 ``in_ptr``/``in_idx`` (CSR of input values), ``V`` int64[values, VP + cp], ``use_buf``,
 ``S`` int64[T, 2] (unit or NONE, position in ``occ``), ``occ`` (occupied slots, unordered),
 ``tree``/``lazy`` (range-max), ``ltree``/``llazy`` (range-logaddexp, length 2/1 when off),
@@ -156,8 +156,8 @@ def allocate(size_t: int, dtype: type) -> tuple[np.ndarray, np.ndarray]:
 # --- state and mutations
 
 NONE = -1
-# columns of U
-UO, UW, UR, UC = 0, 1, 2, 3
+# columns of U (UF: a fetch unit, App. B.3: it produces its value from the host copy, with no inputs)
+UO, UW, UR, UC, UF = 0, 1, 2, 3, 4
 # columns of V (production times start at VP)
 VS, VO, VN, VU, VK, VC, VP = 0, 1, 2, 3, 4, 5, 6
 # indices into ints / floats
@@ -256,9 +256,15 @@ def can_add(
     x: int,
     t: int,
 ) -> bool:
-    """Whether unit x may be placed at the nop slot t: capacity, and every input produced before t."""
+    """Whether unit x may be placed at the nop slot t: capacity, and every input produced before t.
+
+    A fetch unit needs a computed copy of its value before t (the first production is always a compute).
+    """
     if S[t, 0] != NONE or U[x, UC] >= ints[CP]:
         return False
+    if U[x, UF]:
+        v = U[x, UO]
+        return V[v, VN] > 0 and V[v, VP] < t
     for j in range(in_ptr[x], in_ptr[x + 1]):
         u = in_idx[j]
         if V[u, VN] == 0 or V[u, VP] >= t or V[u, VK] >= V[u, VC]:
@@ -268,12 +274,22 @@ def can_add(
 
 @njit(cache=True, inline="always")
 def can_remove(U: np.ndarray, V: np.ndarray, use_buf: np.ndarray, S: np.ndarray, t: int) -> bool:
-    """Whether the unit at slot t may be dropped: another copy remains and no use loses its producer."""
+    """Whether the unit at slot t may be dropped: another copy remains and no use loses its producer.
+
+    A fetch unit may always go (its reads fall back on the earlier copy); the first production may not
+    leave a fetch first (a fetch needs the host copy of an earlier compute).
+    """
     x = S[t, 0]
-    if x == NONE or U[x, UC] < 2:
+    if x == NONE:
+        return False
+    if U[x, UF]:
+        return True
+    if U[x, UC] < 2:
         return False
     v = U[x, UO]
     if V[v, VP] == t:  # first production: nothing may read v before the next one
+        if U[S[V[v, VP + 1], 0], UF]:
+            return False
         return last_use_in(V, use_buf, v, t, V[v, VP + 1]) == NONE
     return True
 
@@ -426,6 +442,8 @@ def can_move(
     v = U[x, UO]
     if t2 > t1 and V[v, VP] == t1:  # t1 stays the first production: nothing may read it before t2
         nxt = V[v, VP + 1] if V[v, VN] > 1 and V[v, VP + 1] < t2 else t2
+        if nxt < t2 and U[S[nxt, 0], UF]:
+            return False  # a fetch would come first
         return last_use_in(V, use_buf, v, t1, nxt) == NONE
     return True
 
@@ -489,8 +507,8 @@ def fill(
 # objective codes
 OBJ_PRODUCT, OBJ_ELU, OBJ_MEMORY = 0, 1, 2
 # indices into the float parameter vector
-P_BUDGET, P_FIXED, P_OBJ, P_H0, P_HF, P_N, P_ADD, P_REMOVE, P_STOP_MET, P_COST_EPS = range(10)
-N_PARAMS = 10
+P_BUDGET, P_FIXED, P_OBJ, P_H0, P_HF, P_N, P_ADD, P_REMOVE, P_STOP_MET, P_COST_EPS, P_FETCH = range(11)
+N_PARAMS = 11
 # indices into the counters
 C_ITER, C_VALID, C_ACCEPTED = range(3)
 # indices into the best-state record
@@ -627,6 +645,7 @@ def anneal(
     ints: np.ndarray,
     floats: np.ndarray,
     addable: np.ndarray,
+    fetch_of: np.ndarray,
     par: np.ndarray,
     counters: np.ndarray,
     rng: np.ndarray,
@@ -635,7 +654,12 @@ def anneal(
     best_u: np.ndarray,
     n_iter: int,
 ) -> bool:
-    """Run up to n_iter mutation attempts; True if it stopped because the budget was met (P_STOP_MET)."""
+    """Run up to n_iter mutation attempts; True if it stopped because the budget was met (P_STOP_MET).
+
+    With P_FETCH > 0 that share of attempts is B.3's flip fetch turned on: a random input v of the unit
+    at a random slot t is fetched at slot t - 1 (the fetch unit ``fetch_of[v]``); a remove mutation
+    turns a fetch off.
+    """
     budget = par[P_BUDGET]
     h0 = par[P_H0]
     log_ratio = np.log(par[P_HF] / h0) if h0 > 0.0 and par[P_HF] > 0.0 else 0.0
@@ -643,33 +667,46 @@ def anneal(
     p_add = par[P_ADD]
     p_mut = p_add + par[P_REMOVE]
     stop_met = par[P_STOP_MET] > 0.0
+    p_fetch = par[P_FETCH]
     f = current_objective(tree, ltree, ints, floats, par)
     for _ in range(n_iter):
         h = h0 * np.exp(log_ratio * counters[C_ITER] / total)
         counters[C_ITER] += 1
-        r = _uniform(rng)
         t2 = NONE
-        if r < p_add:
-            if addable.shape[0] == 0:
-                continue
+        if p_fetch > 0.0 and _uniform(rng) < p_fetch:  # no draw without fetches: recompute-only runs are unchanged
             kind = 0
-            x = addable[_below(rng, addable.shape[0])]
-            t1 = _nop_slot(rng, S)
-            if not can_add(U, in_ptr, in_idx, V, S, ints, x, t1):
+            t = occ[_below(rng, ints[N_OCC])]
+            y = S[t, 0]
+            n_in = in_ptr[y + 1] - in_ptr[y]
+            if n_in == 0 or t == 0:
                 continue
-        elif r < p_mut:
-            kind = 1
-            t1 = occ[_below(rng, ints[N_OCC])]
-            x = S[t1, 0]
-            if not U[x, UR] or not can_remove(U, V, use_buf, S, t1):
+            x = fetch_of[in_idx[in_ptr[y] + _below(rng, n_in)]]
+            t1 = t - 1
+            if x == NONE or not can_add(U, in_ptr, in_idx, V, S, ints, x, t1):
                 continue
         else:
-            kind = 2
-            t1 = occ[_below(rng, ints[N_OCC])]
-            t2 = _nop_slot(rng, S)
-            x = S[t1, 0]
-            if not can_move(U, in_ptr, in_idx, V, use_buf, S, ints, t1, t2):
-                continue
+            r = _uniform(rng)
+            if r < p_add:
+                if addable.shape[0] == 0:
+                    continue
+                kind = 0
+                x = addable[_below(rng, addable.shape[0])]
+                t1 = _nop_slot(rng, S)
+                if not can_add(U, in_ptr, in_idx, V, S, ints, x, t1):
+                    continue
+            elif r < p_mut:
+                kind = 1
+                t1 = occ[_below(rng, ints[N_OCC])]
+                x = S[t1, 0]
+                if not U[x, UR] or not can_remove(U, V, use_buf, S, t1):
+                    continue
+            else:
+                kind = 2
+                t1 = occ[_below(rng, ints[N_OCC])]
+                t2 = _nop_slot(rng, S)
+                x = S[t1, 0]
+                if not can_move(U, in_ptr, in_idx, V, use_buf, S, ints, t1, t2):
+                    continue
         _apply(U, ucost, in_ptr, in_idx, V, use_buf, S, occ, tree, lazy, ltree, llazy, ints, floats, kind, x, t1, t2)
         counters[C_VALID] += 1
         f_new = current_objective(tree, ltree, ints, floats, par)

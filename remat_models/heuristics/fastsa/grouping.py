@@ -35,15 +35,33 @@ class UnitData(NamedTuple):
 
 @dataclass(frozen=True)
 class Units:
-    """The units of one annealing stage: their member nodes and the static arrays for the kernels."""
+    """The units of one annealing stage: their member nodes and the static arrays for the kernels.
+
+    Units from ``first_fetch`` on are fetch units (App. B.3): one per pageable value v, with the member
+    ``-1 - v`` (a prefetch of v in an expanded sequence).
+    """
 
     members: tuple[np.ndarray, ...]
     data: UnitData
+    first_fetch: int | None = None
 
     @property
     def count(self) -> int:
         """Number of units."""
         return len(self.members)
+
+    def fetches(self) -> np.ndarray:
+        """Indices of the fetch units."""
+        return np.arange(self.count if self.first_fetch is None else self.first_fetch, self.count)
+
+    def of_nodes(self, sequence: np.ndarray) -> np.ndarray:
+        """Unit sequence of an expanded sequence of plain units and fetch units (``-1 - v``: the fetch of v)."""
+        sequence = np.asarray(sequence, dtype=np.int64)
+        if self.first_fetch is None:
+            return sequence
+        fetch_unit = np.full(self.data.size.size, -1, dtype=np.int64)
+        fetch_unit[self.data.out[self.fetches()]] = self.fetches()
+        return np.where(sequence >= 0, sequence, fetch_unit[np.maximum(-1 - sequence, 0)])
 
     def expand(self, unit_sequence: np.ndarray) -> np.ndarray:
         """Return the node compute sequence of a unit sequence."""
@@ -89,6 +107,29 @@ def plain_units(graph: Graph) -> Units:
             graph.workspace.tolist(),
             graph.recomputable.tolist(),
         ),
+    )
+
+
+def with_fetches(graph: Graph, units: Units, out_time: np.ndarray, in_time: np.ndarray, min_bytes: int = 0) -> Units:
+    """``units`` plus a fetch unit per value they produce that may be paged (not a graph output, >= ``min_bytes``).
+
+    A fetch unit produces its value with no inputs; its cost is one offload plus one prefetch (the
+    annealer charges the offload per fetch; the decoded schedule offloads once, after the first compute).
+    """
+    pageable = graph.mem >= max(min_bytes, 1)
+    pageable[graph.outputs] = False
+    values = np.unique(units.data.out[pageable[units.data.out]])
+    data = units.data
+    return Units(
+        members=(*units.members, *(np.array([-1 - v], dtype=np.int64) for v in values.tolist())),
+        data=data._replace(
+            out=np.concatenate([data.out, values]),
+            ws=np.concatenate([data.ws, np.zeros(values.size, dtype=np.int64)]),
+            cost=np.concatenate([data.cost, out_time[values] + in_time[values]]),
+            recomputable=np.concatenate([data.recomputable, np.ones(values.size, dtype=np.int64)]),
+            in_ptr=np.concatenate([data.in_ptr, np.full(values.size, data.in_ptr[-1], dtype=np.int64)]),
+        ),
+        first_fetch=units.count,
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 import time
 from dataclasses import dataclass, field, fields, replace
 from typing import Literal
@@ -12,11 +13,12 @@ import numpy as np
 
 from remat_models.core.graph import Graph
 from remat_models.core.limits import check_count, check_time_limit
-from remat_models.core.schedule import Schedule, SimulationResult, eager_frees, input_order_peak, simulate
+from remat_models.core.schedule import Schedule, SimulationResult, input_order_peak, simulate
+from remat_models.core.transfer import TransferModel
 from remat_models.errors import ConfigurationError
 from remat_models.heuristics.fastsa import _kernels as ann
-from remat_models.heuristics.fastsa.grouping import Units, group_nodes, plain_units
-from remat_models.heuristics.fastsa.state import SAState, decode
+from remat_models.heuristics.fastsa.grouping import Units, group_nodes, plain_units, with_fetches
+from remat_models.heuristics.fastsa.state import SAState, decode, schedule_of
 
 logger = logging.getLogger(__name__)
 
@@ -47,10 +49,14 @@ class FastSAOptions:
     reheat: float = 1e-3  # stage 2 starts at this * its initial objective (0: at stage 1's final temperature, D.4)
     fill_time: bool = False  # with a time limit, stretch stage 2 (and its cooling) to end at the limit
     restarts: int = 1  # independent runs of both stages (run r > 0 seeded (seed, stage, r)), time split evenly
+    transfer: TransferModel | None = None  # offloading (App. B.3): fetch units, the schedule simulated under it
+    p_fetch: float = 0.2  # with a transfer model: share of attempts that flip a fetch on (B.3; removes flip it off)
 
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES:
             raise ConfigurationError(f"unknown FastSA objective {self.objective!r}; choose one of {list(OBJECTIVES)}")
+        if not 0 <= self.p_fetch <= 1:
+            raise ConfigurationError(f"FastSA p_fetch must be in [0, 1], got {self.p_fetch!r}")
         if not (self.p_add >= 0 and self.p_remove >= 0 and self.p_add + self.p_remove <= 1):
             raise ConfigurationError("FastSA mutation shares p_add, p_remove must be >= 0 with a sum <= 1")
         if self.copies < 1 or self.spacing < 1 or self.chunk < 1 or self.restarts < 1:
@@ -151,13 +157,23 @@ class _Stage:
     """One annealing stage over a state: parameters, counters, best record, chunked runs."""
 
     def __init__(
-        self, state: SAState, options: FastSAOptions, *, budget: int, stage: int, key: tuple[int, int] = (0, 0)
+        self,
+        state: SAState,
+        options: FastSAOptions,
+        *,
+        budget: int,
+        stage: int,
+        key: tuple[int, int] = (0, 0),
+        stop: threading.Event | None = None,
     ) -> None:
         self.state = state
+        self.stop = stop  # once set, the stage ends after its current chunk (an interrupt keeps the best so far)
         self.options = options
         self.stage = stage
         data = state.units.data
         self.addable = np.flatnonzero(data.recomputable).astype(np.int64)
+        self.fetch_of = np.full(state.graph.n, ann.NONE, dtype=np.int64)  # value -> its fetch unit
+        self.fetch_of[data.out[state.units.fetches()]] = state.units.fetches()
         mean_cost = float(data.cost.mean()) if data.cost.size and data.cost.mean() > 0 else 1.0
         par = np.zeros(ann.N_PARAMS, dtype=np.float64)
         par[ann.P_BUDGET] = budget
@@ -167,6 +183,7 @@ class _Stage:
         par[ann.P_REMOVE] = 0.0 if options.order_only else options.p_remove
         par[ann.P_STOP_MET] = 1.0 if stage == 1 else 0.0
         par[ann.P_COST_EPS] = options.cost_epsilon * mean_cost
+        par[ann.P_FETCH] = options.p_fetch if state.units.fetches().size else 0.0
         self.par = par
         self.initial_objective = self.objective()
         self.counters = np.zeros(3, dtype=np.int64)
@@ -196,27 +213,38 @@ class _Stage:
             chunk = min(self.options.chunk, n_iter - int(self.counters[ann.C_ITER]))
             self.met = bool(
                 ann.anneal(
-                    *a, self.addable, self.par, self.counters, self.rng, self.best, self.best_t, self.best_u, chunk
+                    *a, self.addable, self.fetch_of, self.par, self.counters, self.rng, self.best, self.best_t,
+                    self.best_u, chunk,
                 )
             )  # fmt: skip
             if self.options.logaddexp:
                 self.state.rebuild_trees()
             if trajectory is not None:
                 trajectory.append(self._point(time.perf_counter() - started))
-            if self.met or time.perf_counter() > deadline:
+            if self.met or time.perf_counter() > deadline or self.stopped:
                 break
         if self.best[ann.B_DIRTY] > 0:
             ann.snapshot(a.S, a.occ, a.tree, a.ints, a.floats, self.par, self.best, self.best_t, self.best_u)
 
     def run_until(self, n_min: int, *, deadline: float, started: float, trajectory: list | None = None) -> None:
-        """Run chunks until the deadline, rescaling N so the cooling schedule tracks elapsed time (at least n_min)."""
+        """Run chunks until the deadline, rescaling N so the cooling schedule tracks elapsed time (at least n_min).
+
+        At least one chunk runs (its end records the best state, which the stage's result is read from).
+        """
         mark = time.perf_counter()
-        while time.perf_counter() < deadline:
+        while True:
             done = int(self.counters[ann.C_ITER])
             self.run(done + self.options.chunk, deadline=deadline, started=started, trajectory=trajectory)
             now = time.perf_counter()
+            if now >= deadline or self.stopped:
+                break
             span = (deadline - mark) / max(now - mark, 1e-9)
             self.par[ann.P_N] = max(n_min, int(self.counters[ann.C_ITER] * span))
+
+    @property
+    def stopped(self) -> bool:
+        """Whether the caller asked the run to stop."""
+        return self.stop is not None and self.stop.is_set()
 
     def objective(self) -> float:
         """Objective value of the current state."""
@@ -259,8 +287,23 @@ class _Stage:
 def _stage_one_units(graph: Graph, budget: int, options: FastSAOptions) -> tuple[Units, np.ndarray]:
     """Grouped units (2.2.2) unless grouping is off, order-only, or the input order already fits."""
     if options.grouping and not options.order_only and input_order_peak(graph) > budget:
-        return group_nodes(graph, graph.order, max_expansion=options.max_expansion)
-    return plain_units(graph), graph.order.astype(np.int64)
+        units, sequence = group_nodes(graph, graph.order, max_expansion=options.max_expansion)
+        return _with_fetches(graph, units, options), sequence
+    return _with_fetches(graph, plain_units(graph), options), graph.order.astype(np.int64)
+
+
+def _with_fetches(graph: Graph, units: Units, options: FastSAOptions) -> Units:
+    """``units``, and with a transfer model one fetch unit per value they produce that may be paged (App. B.3)."""
+    transfer = options.transfer
+    if transfer is None:
+        return units
+    if not isinstance(transfer, TransferModel):
+        raise ConfigurationError(f"FastSA transfer must be a TransferModel, got {transfer!r}")
+    if transfer.host_capacity is not None:
+        raise ConfigurationError("FastSA's fetch units do not model a host capacity; plan with three-way or paging")
+    mem = graph.mem.astype(np.float64)
+    out_time, in_time = transfer.out_latency + mem / transfer.out_bw, transfer.in_latency + mem / transfer.in_bw
+    return with_fetches(graph, units, out_time, in_time)
 
 
 def _rank(report: StageReport, budget: int) -> tuple[bool, float, int]:
@@ -277,12 +320,13 @@ def _stages(
     key: tuple[int, int],
     deadline: float,
     trajectory: list[TrajectoryPoint],
+    stop: threading.Event | None = None,
 ) -> tuple[np.ndarray, tuple[StageReport, StageReport]]:
     """Stage 1 from ``start``, prune, stage 2, prune (key = seed, restart); return node sequence and reports."""
     n1, n2 = iterations
     started = time.perf_counter()
     build = {"slots": opts.slots, "spacing": opts.spacing, "copies": opts.copies, "logaddexp": opts.logaddexp}
-    one = _Stage(SAState(graph, *start, **build), opts, budget=budget, stage=1, key=key)
+    one = _Stage(SAState(graph, *start, **build), opts, budget=budget, stage=1, key=key, stop=stop)
     h1 = opts.initial_temperature * one.initial_objective
     one.set_temperatures(h1, h1 * opts.final_ratio, n1)
     if one.best[ann.B_MET] == 0:
@@ -292,16 +336,19 @@ def _stages(
         one.run(0, deadline=started)
     report_one = one.report(time.perf_counter() - started)
     mark = time.perf_counter()
-    state = SAState(graph, plain_units(graph), one.best_sequence(), **build)
+    plain = _with_fetches(graph, plain_units(graph), opts)
+    state = SAState(graph, plain, plain.of_nodes(one.best_sequence()), **build)
     pruned = state.prune(budget) if opts.prune else 0
-    two = _Stage(state, opts, budget=budget, stage=2, key=key)
+    # the final state, its pruning and decoding after stage 2 take about as long as this state did: end before
+    end = max(time.perf_counter(), deadline - 1.5 * (time.perf_counter() - mark))
+    two = _Stage(state, opts, budget=budget, stage=2, key=key, stop=stop)
     h2 = opts.reheat * two.initial_objective if opts.reheat > 0 else h1 * opts.final_ratio
     two.set_temperatures(h2, h2 * opts.final_ratio, n2)
     if opts.fill_time and math.isfinite(deadline):
-        two.run_until(n2, deadline=deadline, started=started, trajectory=trajectory)
+        two.run_until(n2, deadline=end, started=started, trajectory=trajectory)
     else:
-        two.run(n2, deadline=deadline, started=started, trajectory=trajectory)
-    final = SAState(graph, plain_units(graph), two.best_sequence(), **build)
+        two.run(n2, deadline=end, started=started, trajectory=trajectory)
+    final = SAState(graph, plain, plain.of_nodes(two.best_sequence()), **build)
     pruned += final.prune(budget) if opts.prune else 0
     report_two = replace(
         two.report(time.perf_counter() - mark),
@@ -320,6 +367,7 @@ def fastsa(
     seed: int = 0,
     iterations: tuple[int, int] | None = None,
     time_limit: float | None = None,
+    stop: threading.Event | None = None,
     **options: object,
 ) -> FastSAResult:
     """Plan ``graph`` under ``budget`` bytes with FastSA; the returned schedule is re-simulated.
@@ -329,7 +377,8 @@ def fastsa(
     compile or cache load included) is split evenly between restarts and within one in proportion N1 : N2, stage 2 also
     getting what stage 1 leaves (all of it with ``fill_time``). Each stage 2 is bracketed by greedy
     pruning. Other keyword options: see :class:`FastSAOptions`. Deterministic for a seed unless the
-    time limit cuts in or ``fill_time`` is on.
+    time limit cuts in or ``fill_time`` is on. Once ``stop`` is set (an interrupt) the run ends
+    within a chunk with the best state it has, as at its time limit.
     """
     opts = FastSAOptions.from_kwargs(options)
     n1, n2 = PAPER_ITERATIONS if iterations is None else iterations
@@ -344,12 +393,14 @@ def fastsa(
     units, sequence = _stage_one_units(graph, budget, opts)
     runs = []
     for restart in range(opts.restarts):
+        if runs and stop is not None and stop.is_set():
+            break
         deadline = started + limit * (restart + 1) / opts.restarts
         key = (seed, restart)
-        runs.append(_stages(graph, budget, opts, (units, sequence), (n1, n2), key, deadline, trajectory))
+        runs.append(_stages(graph, budget, opts, (units, sequence), (n1, n2), key, deadline, trajectory, stop))
     sequence, reports = min(runs, key=lambda run: _rank(run[1][-1], budget))
-    schedule = eager_frees(graph, sequence)
-    simulation = simulate(graph, schedule)
+    schedule = schedule_of(graph, sequence)
+    simulation = simulate(graph, schedule, opts.transfer)
     if simulation.peak != reports[-1].peak:
         logger.warning("FastSA: simulated peak %d differs from the annealer's %d", simulation.peak, reports[-1].peak)
     wall_time = time.perf_counter() - started

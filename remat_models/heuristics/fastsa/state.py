@@ -8,6 +8,7 @@ from typing import NamedTuple
 import numpy as np
 
 from remat_models.core.graph import Graph
+from remat_models.core.schedule import Offload, Prefetch, Schedule, Step, eager_frees
 from remat_models.heuristics.fastsa import _kernels as kernels
 from remat_models.heuristics.fastsa._kernels import (
     CP,
@@ -17,6 +18,7 @@ from remat_models.heuristics.fastsa._kernels import (
     N_OCC,
     NONE,
     UC,
+    UF,
     UR,
     VC,
     VN,
@@ -83,9 +85,10 @@ class SAState:
         sequence = np.asarray(sequence, dtype=np.int64)
         size_t = slot_count(sequence.size, slots=slots, spacing=spacing)
         cp = int(max(copies, np.bincount(sequence, minlength=units.count).max(initial=1), 2))
-        unit_table = np.zeros((units.count, 4), dtype=np.int64)
+        unit_table = np.zeros((units.count, 5), dtype=np.int64)
         unit_table[:, 0], unit_table[:, 1], unit_table[:, 2] = data.out, data.ws, data.recomputable
-        values = np.zeros((graph.n, VP + cp), dtype=np.int64)
+        unit_table[units.fetches(), UF] = 1
+        values = np.zeros((graph.n, VP + cp * (2 if unit_table[:, UF].any() else 1)), dtype=np.int64)  # + fetches
         values[:, VS], values[:, VO] = data.size, data.is_output
         values[:, VC] = np.bincount(data.in_idx, minlength=graph.n) * cp
         values[1:, VU] = np.cumsum(values[:-1, VC])
@@ -218,6 +221,24 @@ class SAState:
     def compute_sequence(self) -> np.ndarray:
         """Node compute sequence (grouped units expanded)."""
         return self.units.expand(self.unit_sequence())
+
+
+def schedule_of(graph: Graph, sequence: np.ndarray) -> Schedule:
+    """Eager-free schedule of an expanded sequence: ``-1 - v`` prefetches v, offloaded after its first compute."""
+    fetched = {-1 - int(x) for x in sequence if x < 0}
+    if not fetched:
+        return eager_frees(graph, sequence)
+    events: list[int | Step] = []
+    offloaded: set[int] = set()
+    for x in sequence.tolist():
+        if x < 0:
+            events.append(Prefetch(-1 - x))
+            continue
+        events.append(x)
+        if x in fetched and x not in offloaded:
+            events.append(Offload(x))
+            offloaded.add(x)
+    return eager_frees(graph, events)
 
 
 def decode(units: Units, times: np.ndarray, unit_ids: np.ndarray) -> np.ndarray:

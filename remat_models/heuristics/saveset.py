@@ -1,0 +1,165 @@
+"""Save-set planning: which forward values are saved for the backward pass (PyTorch's saved-tensors model).
+
+A save-set plan keeps the chosen forward values (and the non-recomputable ones) from the forward pass to
+the backward pass; every other forward value is freed after its last forward reader and recomputed, once,
+when the backward pass first needs it (:func:`~remat_models.heuristics.recompute.saved_set_sequence`). This
+is the plan space of ``torch.utils.checkpoint`` policies and of PyTorch's joint-graph partitioner
+(``MUST_SAVE`` / ``MUST_RECOMPUTE``), so a plan found here can be handed to either.
+
+The search drops the values cheapest to recompute per byte first: the smallest such prefix that fits
+the budget (grid, then bisection); where none fits, it drops the saved values resident at the peak step,
+cheapest per byte first, while the peak falls; then it re-saves dropped values, dearest first, while the
+plan still fits and gets cheaper. Every candidate is scored by the compute-sequence kernels (peak and cost as the
+simulator gives them), so the search costs a few hundred linear-time kernel calls.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+
+from remat_models.core.graph import Graph, NodeKind
+from remat_models.core.schedule import Schedule, simulate
+from remat_models.heuristics.recompute import Score, forward_mask, saved_set_sequence, sequence_schedule, sequence_score
+
+GRID = 32  # prefix lengths scored before bisecting
+
+
+@dataclass(frozen=True)
+class SaveSet:
+    """A save-set plan: the saved forward nodes (indices), and its peak and total cost."""
+
+    saved: np.ndarray
+    peak: int
+    cost: float
+
+
+def replay_sequence(graph: Graph, saved: np.ndarray, forward: np.ndarray | None = None) -> np.ndarray:
+    """Compute sequence of a save set under replay: unsaved forward values all recomputed as the backward starts.
+
+    ``torch.utils.checkpoint`` re-runs its whole region, in order, at the backward's first unpack.
+    """
+    forward = forward_mask(graph) if forward is None else forward
+    backward = graph.of_kind(NodeKind.BACKWARD)
+    dropped = forward & graph.recomputable
+    dropped[saved] = False
+    order = graph.order
+    return np.concatenate([order[~backward[order]], order[dropped[order]], order[backward[order]]])
+
+
+class _Scorer:
+    """Scores save sets of one graph: the droppable candidates ranked cheapest-per-byte first."""
+
+    def __init__(self, graph: Graph, replay: bool = False) -> None:
+        self.graph = graph
+        self.sequence = replay_sequence if replay else saved_set_sequence
+        self.forward = forward_mask(graph)
+        nodes = np.flatnonzero(self.forward & graph.recomputable & (graph.mem > 0))
+        per_byte = graph.cost[nodes] / graph.mem[nodes]
+        self.ranked = nodes[np.argsort(per_byte, kind="stable")]
+        self.all_forward = np.flatnonzero(self.forward)
+
+    def saved(self, dropped: np.ndarray) -> np.ndarray:
+        """Forward nodes not in ``dropped`` (a boolean mask over the ranked candidates)."""
+        keep = np.ones(self.graph.n, dtype=bool)
+        keep[self.ranked[dropped]] = False
+        return self.all_forward[keep[self.all_forward]]
+
+    def score(self, dropped: np.ndarray) -> Score:
+        """(peak, cost) of the plan dropping the masked candidates."""
+        return sequence_score(self.graph, self.sequence(self.graph, self.saved(dropped), self.forward))
+
+    def resident_at_peak(self, dropped: np.ndarray) -> np.ndarray:
+        """Mask of the nodes resident at the plan's peak step (the value it computes included)."""
+        schedule = sequence_schedule(self.graph, self.sequence(self.graph, self.saved(dropped), self.forward))
+        resident = np.zeros(self.graph.n, dtype=bool)
+        for step in itertools.islice(schedule, simulate(self.graph, schedule).peak_step + 1):
+            resident[step.node] = not resident[step.node]  # a Compute makes a value resident, a Free ends it
+        return resident
+
+    def prefix(self, k: int) -> np.ndarray:
+        """Mask dropping the ``k`` cheapest candidates."""
+        mask = np.zeros(self.ranked.size, dtype=bool)
+        mask[:k] = True
+        return mask
+
+
+def _prefix_sweep(scorer: _Scorer, budget: int) -> tuple[np.ndarray, Score]:
+    """Smallest fitting prefix (grid, then bisection below the first fitting grid point), else the lowest peak."""
+    size = scorer.ranked.size
+    grid = np.unique(np.linspace(0, size, GRID + 1).astype(np.int64)).tolist()
+    scores = {k: scorer.score(scorer.prefix(k)) for k in grid}
+    fitting = [k for k in grid if scores[k][0] <= budget]
+    if not fitting:
+        best = min(grid, key=lambda k: scores[k])
+        return scorer.prefix(best), scores[best]
+    high = fitting[0]
+    low = max((k for k in grid if k < high), default=-1)  # does not fit
+    while high - low > 1:
+        middle = (low + high) // 2
+        scores[middle] = scorer.score(scorer.prefix(middle))
+        low, high = (low, middle) if scores[middle][0] <= budget else (middle, high)
+    return scorer.prefix(high), scores[high]
+
+
+def _resave(scorer: _Scorer, dropped: np.ndarray, score: Score, budget: int) -> tuple[np.ndarray, Score]:
+    """Re-save dropped candidates, dearest per byte first, where the plan still fits and gets cheaper."""
+    dropped = dropped.copy()
+    for k in np.flatnonzero(dropped)[::-1].tolist():
+        dropped[k] = False
+        trial = scorer.score(dropped)
+        if trial[0] <= budget and trial[1] < score[1]:
+            score = trial
+        else:
+            dropped[k] = True
+    return dropped, score
+
+
+def _lower_peak(scorer: _Scorer, dropped: np.ndarray, score: Score, budget: int) -> tuple[np.ndarray, Score]:
+    """Drop saved candidates resident at the peak, cheapest per byte first, while over budget and the peak falls."""
+    dropped, tried = dropped.copy(), np.zeros_like(dropped)
+    while score[0] > budget:
+        options = np.flatnonzero(~dropped & ~tried & scorer.resident_at_peak(dropped)[scorer.ranked])
+        if not options.size:
+            break
+        k = int(options[0])
+        dropped[k] = True
+        trial = scorer.score(dropped)
+        if trial[0] <= score[0]:
+            score = trial
+        else:
+            dropped[k], tried[k] = False, True
+    return dropped, score
+
+
+def saveset_search(graph: Graph, budget: int, *, replay: bool = False) -> SaveSet:
+    """The cheapest save-set plan found within ``budget`` bytes, else the lowest-peak one found.
+
+    ``replay``: recomputation as ``torch.utils.checkpoint`` does it (:func:`replay_sequence`).
+    """
+    scorer = _Scorer(graph, replay)
+    dropped, score = _prefix_sweep(scorer, budget)
+    if score[0] > budget:
+        dropped, score = _lower_peak(scorer, dropped, score, budget)
+    if score[0] <= budget:
+        dropped, score = _resave(scorer, dropped, score, budget)
+    return SaveSet(scorer.saved(dropped), score[0], score[1])
+
+
+def saveset_range(graph: Graph, *, replay: bool = False) -> tuple[int, int]:
+    """(least peak the search reaches, peak saving every forward value): the span of save-set budgets."""
+    scorer = _Scorer(graph, replay)
+    most = scorer.score(scorer.prefix(0))[0]
+    return min(most, _lower_peak(scorer, *_prefix_sweep(scorer, -1), -1)[1][0]), most
+
+
+def saveset_schedule(graph: Graph, saved: np.ndarray, *, replay: bool = False) -> Schedule:
+    """The schedule of a save set: unsaved values recomputed when the backward needs them (``replay``: at its start)."""
+    return sequence_schedule(graph, (replay_sequence if replay else saved_set_sequence)(graph, saved))
+
+
+def saveset(graph: Graph, budget: int) -> Schedule:
+    """The ``saveset`` heuristic: :func:`saveset_search`'s plan as a schedule."""
+    return saveset_schedule(graph, saveset_search(graph, budget).saved)
