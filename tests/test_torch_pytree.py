@@ -96,9 +96,10 @@ def test_activation_budget_resolves_between_the_floor_and_the_peak() -> None:
     x, target = torch.randn(4, 8), torch.randn(4, 8)
     loss_fn = loss_of("namedtuple")
     graph = rt.extract(Tiny("namedtuple"), x, loss_fn, target).graph
-    floor, peak = graph.lower_bound, input_order_peak(graph)
+    floor, peak = rt.least_peak(graph), input_order_peak(graph)
+    assert graph.lower_bound <= floor <= peak  # equal here: no recomputation lowers this tiny graph's peak
     assert rt.activation_bytes(graph, 0) == floor and rt.activation_bytes(graph, 1) == peak
-    assert floor < rt.activation_bytes(graph, 0.5) == floor + (peak - floor) // 2 < peak
+    assert rt.activation_bytes(graph, 0.5) == floor + (peak - floor) // 2
     with pytest.raises(BudgetError, match="activation_budget"):
         rt.activation_bytes(graph, 1.5)
     step = rt.plan(Tiny("namedtuple"), x, loss_fn, target, activation_budget=1.0, method="chen-greedy")

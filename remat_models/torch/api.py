@@ -5,19 +5,22 @@ from __future__ import annotations
 import inspect
 import logging
 import math
-from collections.abc import Sequence
+import time
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
 from remat_models.core.budget import parse_budget
 from remat_models.core.graph import Graph
-from remat_models.core.limits import check_count
+from remat_models.core.limits import check_count, check_time_limit
 from remat_models.core.schedule import Schedule, input_order_peak
 from remat_models.errors import BudgetError, ConfigurationError, GraphError, InvalidScheduleError, SolverError
 from remat_models.planning.plan import PlanResult, PlanStatus
 from remat_models.planning.plan import plan as plan_graph
+from remat_models.torch.compiled_step import GeneratedStep, supports
 from remat_models.torch.costs import CostModel, check_cost_model, flop_cost
 from remat_models.torch.executor import Executor, StepResult
 from remat_models.torch.mapping import TorchGraph, to_graph
@@ -25,17 +28,31 @@ from remat_models.torch.trace import LossFn, TensorSpec, TracedStep, as_tensors,
 
 log = logging.getLogger(__name__)
 
+FLOOR_METHODS = ("chen-greedy", "knapsack")  # fast methods whose lowest peak is activation budget 0
+LEAST_SLICE = 0.01  # seconds left to the method when the floor's search took the whole time limit
 Tensors = torch.Tensor | Sequence[torch.Tensor]
 
 
-def fixed_tensors(model: nn.Module, traced: TracedStep, inputs: Tensors, targets: Tensors | None) -> list[torch.Tensor]:
-    """Params, buffers, inputs and targets in placeholder order; GraphError if they differ from the trace."""
+def model_state(model: nn.Module, traced: TracedStep) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """The model's parameters and buffers by name; GraphError if they or ``model.training`` differ from the trace."""
     params = dict(model.named_parameters())
     buffers = dict(model.named_buffers())
     if tuple(params) != traced.param_names or tuple(buffers) != traced.buffer_names:
         raise GraphError("the model's parameters or buffers differ from the traced ones; trace it again")
     if model.training != traced.training:
         raise GraphError(f"the step was traced with training={traced.training}; trace it again after .train/.eval")
+    return params, buffers
+
+
+def fixed_tensors(
+    model: nn.Module,
+    traced: TracedStep,
+    inputs: Tensors,
+    targets: Tensors | None,
+    state: tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]] | None = None,
+) -> list[torch.Tensor]:
+    """Params, buffers, inputs and targets in placeholder order; GraphError if they differ from the trace."""
+    params, buffers = model_state(model, traced) if state is None else state
     given = as_tensors(inputs, "inputs")
     wanted = as_tensors(targets, "targets")
     for what, tensors, specs in (("inputs", given, traced.input_specs), ("targets", wanted, traced.target_specs)):
@@ -66,9 +83,10 @@ def extract(
     return torch_graph
 
 
-def apply_grads(model: nn.Module, grads: Sequence[torch.Tensor | None]) -> None:
-    """Accumulate gradients into ``.grad`` as ``loss.backward()`` does."""
-    for param, grad in zip(model.parameters(), grads, strict=True):
+def apply_grads(model: nn.Module | Iterable[torch.Tensor], grads: Sequence[torch.Tensor | None]) -> None:
+    """Accumulate gradients into ``.grad`` (the model's parameters, or those given) as ``loss.backward()`` does."""
+    params = model.parameters() if isinstance(model, nn.Module) else model
+    for param, grad in zip(params, grads, strict=True):
         if grad is None:
             continue
         if param.grad is None:
@@ -77,17 +95,24 @@ def apply_grads(model: nn.Module, grads: Sequence[torch.Tensor | None]) -> None:
             param.grad += grad
 
 
-def apply_buffers(model: nn.Module, updates: dict[str, torch.Tensor]) -> None:
-    """Copy new buffer values (e.g. BatchNorm running stats) into the model's buffers."""
-    buffers = dict(model.named_buffers())
+def apply_buffers(model: nn.Module | Mapping[str, torch.Tensor], updates: dict[str, torch.Tensor]) -> None:
+    """Copy new buffer values (e.g. BatchNorm running stats) into the model's buffers (or those given by name)."""
+    buffers = dict(model.named_buffers()) if isinstance(model, nn.Module) else model
     for buffer_name, value in updates.items():
         buffers[buffer_name].copy_(value)
 
 
 class RematStep:
-    """A planned training step: ``loss = step(inputs, targets)`` fills ``.grad`` like ``loss.backward()``."""
+    """A planned training step: ``loss = step(inputs, targets)`` fills ``.grad`` like ``loss.backward()``.
 
-    def __init__(self, model: nn.Module, torch_graph: TorchGraph, schedule: Schedule | PlanResult) -> None:
+    The schedule runs as generated straight-line code (:class:`GeneratedStep`) unless ``compiled=False``,
+    ``track=True`` (the interpreter, which records live bytes at every step) or the schedule has steps
+    the generated code does not take (Offload/Prefetch, alternative implementations).
+    """
+
+    def __init__(
+        self, model: nn.Module, torch_graph: TorchGraph, schedule: Schedule | PlanResult, *, compiled: bool = True
+    ) -> None:
         self.model = model
         self.torch_graph = torch_graph
         self.executor = Executor(torch_graph)
@@ -99,6 +124,7 @@ class RematStep:
             )
         self.schedule = schedule.schedule if isinstance(schedule, PlanResult) else schedule
         self.simulation = self.executor.check(self.schedule)
+        self.generated = GeneratedStep(torch_graph, self.schedule) if compiled and supports(self.schedule) else None
         self.last: StepResult | None = None
 
     @property
@@ -107,25 +133,41 @@ class RematStep:
         return self.simulation.peak - self.torch_graph.fixed_mem
 
     def __call__(self, inputs: Tensors, targets: Tensors | None = None, *, track: bool = False) -> torch.Tensor:
-        """Run the schedule on ``inputs``/``targets``; accumulate ``.grad``, update buffers, return the loss."""
-        fixed = fixed_tensors(self.model, self.torch_graph.traced, inputs, targets)
-        result = self.executor.run(self.schedule, fixed, track=track)
-        apply_grads(self.model, result.grads)
-        apply_buffers(self.model, result.buffer_updates)
+        """Run the schedule on ``inputs``/``targets``; accumulate ``.grad``, update buffers, return the loss.
+
+        ``track=True`` runs the interpreter and records live bytes at every step (``self.last.timeline``).
+        """
+        params, buffers = state = model_state(self.model, self.torch_graph.traced)
+        fixed = fixed_tensors(self.model, self.torch_graph.traced, inputs, targets, state)
+        if self.generated is None or track:
+            result = self.executor.run(self.schedule, fixed, track=track)
+        else:
+            loss, grads, updates = self.generated(fixed)
+            untracked = np.full(len(self.schedule), -1, dtype=np.int64)
+            result = StepResult(loss=loss, grads=grads, buffer_updates=updates, timeline=untracked)
+        apply_grads(params.values(), result.grads)
+        apply_buffers(buffers, result.buffer_updates)
         self.last = result
         return result.loss
 
 
-def activation_bytes(graph: Graph, fraction: float) -> int:
-    """Budget bytes for an activation budget: floor + fraction x (input-order peak - floor), floor = lower bound.
+def least_peak(graph: Graph) -> int:
+    """The least peak of the fast plans: Chen's greedy sweep and the knapsack (``auto``'s fallbacks), lowest-peak."""
+    results = [plan_graph(graph, graph.lower_bound, name, allow_over_budget=True) for name in FLOOR_METHODS]
+    return min(result.simulation.peak for result in results)
 
-    0 is the least memory any schedule can use (fixed memory, the largest step, the outputs at the end),
-    1 the input-order peak (no recomputation needed); the resolved bytes are logged.
+
+def activation_bytes(graph: Graph, fraction: float) -> int:
+    """Budget bytes for an activation budget: floor + fraction x (input-order peak - floor).
+
+    0 is the least peak a plan reaches (:func:`least_peak`: ``auto`` always finds a plan there), 1 the
+    input-order peak (no recomputation needed); the resolved bytes are logged.
     """
     if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 <= fraction <= 1:
         raise BudgetError(f"activation_budget must be a number in [0, 1], got {fraction!r}")
-    floor, peak = graph.lower_bound, input_order_peak(graph)
-    limit = floor + math.floor(fraction * max(peak - floor, 0))
+    peak = input_order_peak(graph)
+    floor = min(least_peak(graph), peak)
+    limit = floor + math.floor(fraction * (peak - floor))
     log.info("activation budget %.3g of %s: %d B (floor %d B, peak %d B)", fraction, graph.name, limit, floor, peak)
     return limit
 
@@ -142,6 +184,7 @@ def plan(
     allow_over_budget: bool = False,
     implementations: bool = False,
     activation_budget: float | None = None,
+    compiled: bool = True,
     **options: Any,
 ) -> RematStep:
     """Trace, plan under ``budget`` (bytes, units, or % of the input-order peak) with ``method``, return the step.
@@ -154,7 +197,8 @@ def plan(
     ``implementations=True`` attaches alternative op implementations (``torch/impl_ops.py``), which
     ``formulation="monet"`` (or ``"checkmate-impls"``) chooses among. ``activation_budget`` (in [0, 1],
     instead of ``budget``) is PyTorch's ``activation_memory_budget``: the share of the memory above the
-    unavoidable floor (the graph's lower bound) up to the input-order peak (see :func:`activation_bytes`).
+    least peak a plan reaches up to the input-order peak (see :func:`activation_bytes`). The step runs
+    as generated code (``compiled=False``: the interpreter, see :class:`RematStep`).
     """
     try:
         torch_graph = extract(model, example_inputs, loss_fn, example_targets, cost=cost)
@@ -172,11 +216,15 @@ def plan(
     unknown = [key for key in options if key not in accepted]
     if unknown:
         raise ConfigurationError(f"planner.plan takes no option(s) {', '.join(unknown)}")
+    started = time.monotonic()
     limit = parse_budget(budget, graph) if activation_budget is None else activation_bytes(graph, activation_budget)
+    if activation_budget is not None and check_time_limit(options.get("time_limit")) is not None:
+        spent = time.monotonic() - started  # the floor's search is part of the time limit
+        options["time_limit"] = max(options["time_limit"] - spent, LEAST_SLICE)
     result = plan_graph(graph, limit, method, allow_over_budget=allow_over_budget, **options)
     if result.schedule is None:
         raise SolverError(f"{result.method} returned no schedule ({result.status.value}) for budget {limit:,} B")
     if result.status is not PlanStatus.WITHIN_BUDGET:
         peak = result.simulation.peak
         log.warning("%s found no schedule within %d B (peak %d B); running its best", result.method, limit, peak)
-    return RematStep(model, torch_graph, result)
+    return RematStep(model, torch_graph, result, compiled=compiled)

@@ -231,16 +231,22 @@ class Executor:
 
     def _write_backs(self, values: dict[fx.Node, Any], env: dict[int, Any]) -> dict[str, torch.Tensor]:
         """New values of mutated buffers, by buffer name."""
-        traced = self.tg.traced
-        n_params = len(traced.param_names)
-        updates = {}
-        for v, node in enumerate(self.tg.fx_nodes):
-            if self.tg.roles[node] is Role.WRITE_BACK:
-                slot = self.placeholders.index(node.args[0])
-                if not n_params <= slot < n_params + len(traced.buffer_names):
-                    raise InvalidScheduleError(f"{node.name!r} mutates an input, which is not supported")
-                updates[traced.buffer_names[slot - n_params]] = env[v]
-        return updates
+        return {name: env[v] for v, name in buffer_write_backs(self.tg)}
+
+
+def buffer_write_backs(torch_graph: TorchGraph) -> list[tuple[int, str]]:
+    """(graph node, buffer name) of every write-back; InvalidScheduleError if one writes into an input."""
+    traced = torch_graph.traced
+    n_params = len(traced.param_names)
+    placeholders = [n for n in traced.module.graph.nodes if n.op == "placeholder"]
+    found = []
+    for v, node in enumerate(torch_graph.fx_nodes):
+        if torch_graph.roles[node] is Role.WRITE_BACK:
+            slot = placeholders.index(node.args[0])
+            if not n_params <= slot < n_params + len(traced.buffer_names):
+                raise InvalidScheduleError(f"{node.name!r} mutates an input, which is not supported")
+            found.append((v, traced.buffer_names[slot - n_params]))
+    return found
 
 
 def _device_of(fixed: Sequence[torch.Tensor]) -> torch.device:

@@ -13,12 +13,11 @@ from typing import Any
 import torch
 from torch import fx
 from torch.multiprocessing.reductions import StorageWeakRef
-from torch.utils._pytree import tree_flatten
 
 from remat_models.core.graph import Graph, NodeKind
 from remat_models.errors import GraphError
 from remat_models.torch.guards import storage_key
-from remat_models.torch.ops import is_random, is_write_back
+from remat_models.torch.ops import is_random, is_write_back, tensors_of
 from remat_models.torch.trace import TracedStep
 
 log = logging.getLogger(__name__)
@@ -53,11 +52,6 @@ class TorchGraph:
         return self.graph.fixed_mem
 
 
-def tensors_of(value: Any) -> list[torch.Tensor]:
-    """Flat list of the tensors in an FX value (a tensor, a tuple of them, None...)."""
-    return [leaf for leaf in tree_flatten(value)[0] if isinstance(leaf, torch.Tensor)]
-
-
 def size_model(device: torch.device) -> Callable[[int], int]:
     """Bytes a storage of ``nbytes`` occupies: exact on CPU, 512-byte blocks on CUDA."""
     if device.type == "cuda":
@@ -79,8 +73,8 @@ def classify(traced: TracedStep) -> tuple[dict[fx.Node, Role], dict[StorageWeakR
             continue
         value = node.meta.get("val")
         if node.op in ("placeholder", "get_attr"):
-            if node.op == "get_attr":
-                value = getattr(traced.module, node.target)
+            if node.op == "get_attr":  # the constant itself, and its fake value that consumers' reads see
+                value = (getattr(traced.module, node.target), value)
             roles[node] = Role.FIXED
             for tensor in tensors_of(value):
                 owner.setdefault(storage_key(tensor), None)

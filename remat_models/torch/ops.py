@@ -1,9 +1,17 @@
-"""Predicates on FX nodes of a traced step: random draws, write-backs, side effects."""
+"""Predicates on FX nodes of a traced step (random draws, write-backs, side effects) and their tensors."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import fx
+from torch.utils._pytree import tree_flatten
+
+
+def tensors_of(value: Any) -> list[torch.Tensor]:
+    """Flat list of the tensors in an FX value (a tensor, a tuple of them, None...)."""
+    return [leaf for leaf in tree_flatten(value)[0] if isinstance(leaf, torch.Tensor)]
 
 
 def is_random(node: fx.Node) -> bool:

@@ -1,13 +1,18 @@
-"""Split multi-output ops so a small saved output does not pin a large one in memory.
+"""Give the outputs of multi-output ops their own lifetimes without running any op twice.
 
-A node that keeps several outputs frees them together, so BatchNorm's saved mean would pin its
-activation, and a weight gradient (kept to the end) the input gradient. Every op whose first output
-and some other output are both used is split in two: ops with an ``output_mask`` argument
-(convolution/norm backward) into one call for the input gradient and one for the parameter
-gradients; other ops (norm forward, max-pool with indices, nll_loss) are duplicated, the copy keeping
-the secondary outputs (it recomputes the op: deterministic kernels give identical values). Random
-ops are never split. This runs on the joint graph before functionalization, which re-derives all
-tensor metadata.
+A Graph node frees its outputs together, so BatchNorm's small saved statistics would pin its large
+output until the backward, and a weight gradient (kept to the end) the input gradient. Two rewrites:
+
+- ``split_by_mask`` (joint graph, before functionalization): an op with an ``output_mask`` argument
+  (convolution/norm backward) whose first and later outputs are both used becomes one call for the
+  input gradient and one for the parameter gradients; each computes only its own outputs.
+- ``share_outputs`` (functional graph): any other multi-output op stays one node that runs once, as
+  in eager, and holds all its outputs; outputs that outlive the others by enough to matter are each
+  copied into their own node right after the op (a clone: exact values, and the op's node can be
+  freed while the copies stay). Which ones: the op's node lives until a time T (the last read of an
+  output it keeps); an output read after T is cloned, so it costs its bytes from the op to T twice,
+  and an output read before T costs its bytes until T. T is the output end minimising the sum of
+  bytes x program steps (ties: fewer clones).
 """
 
 from __future__ import annotations
@@ -15,11 +20,19 @@ from __future__ import annotations
 import logging
 import operator
 
+import torch
 from torch import fx
+from torch._guards import detect_fake_mode
+from torch.fx.passes.fake_tensor_prop import FakeTensorProp
+from torch.multiprocessing.reductions import StorageWeakRef
 
-from remat_models.torch.ops import is_random
+from remat_models.torch.guards import storage_key
+from remat_models.torch.ops import tensors_of
 
 log = logging.getLogger(__name__)
+
+aten = torch.ops.aten
+SMALL = 16  # masked ops whose parameter gradients are this many times smaller than the input gradient stay one call
 
 
 def _used_outputs(node: fx.Node) -> dict[int, list[fx.Node]]:
@@ -29,6 +42,11 @@ def _used_outputs(node: fx.Node) -> dict[int, list[fx.Node]]:
         if user.target is operator.getitem and user.users:
             used.setdefault(user.args[1], []).append(user)
     return used
+
+
+def _multi_output(node: fx.Node) -> bool:
+    """Whether ``node`` calls an op returning a tuple or list of values."""
+    return node.op == "call_function" and isinstance(node.meta.get("val"), (tuple, list))
 
 
 def mask_position(node: fx.Node) -> int | None:
@@ -42,26 +60,24 @@ def mask_position(node: fx.Node) -> int | None:
     return None
 
 
-def split_multi_output(module: fx.GraphModule) -> int:
-    """Rewrite ``module`` in place; return how many ops were split."""
+def split_by_mask(module: fx.GraphModule) -> int:
+    """Split masked multi-output ops (input gradient | parameter gradients) in place; return how many.
+
+    Runs on the joint graph before functionalization (which derives the parts' metadata). Each part
+    computes only its outputs, so this adds no work, and no copy either.
+    """
     graph = module.graph
     split = 0
     for node in list(graph.nodes):
-        if node.op != "call_function" or not isinstance(node.meta.get("val"), (tuple, list)) or is_random(node):
-            continue
-        used = _used_outputs(node)
+        mask_at = mask_position(node) if _multi_output(node) else None
+        used = _used_outputs(node) if mask_at is not None else {}
         rest = sorted(index for index in used if index != 0)
-        if 0 not in used or not rest:
+        if 0 not in used or not rest or _small(node, rest):
             continue
-        mask_at = mask_position(node)
-        parts = []
+        anchor = node
         for group in ([0], rest):
             args = list(node.args)
-            if mask_at is not None:
-                args[mask_at] = [j in group for j in range(len(args[mask_at]))]
-            parts.append((group, args))
-        anchor = node
-        for group, args in parts:
+            args[mask_at] = [j in group for j in range(len(args[mask_at]))]
             with graph.inserting_after(anchor):
                 part = graph.call_function(node.target, tuple(args), dict(node.kwargs))
             for index in group:
@@ -73,8 +89,80 @@ def split_multi_output(module: fx.GraphModule) -> int:
         graph.erase_node(node)
         split += 1
     module.recompile()
-    log.debug("split %d multi-output ops", split)
+    log.debug("split %d masked multi-output ops", split)
     return split
+
+
+def _small(node: fx.Node, rest: list[int]) -> bool:
+    """Whether outputs ``rest`` of ``node`` are small next to its first (norm parameter gradients: copied)."""
+    values = node.meta["val"]
+    first = sum(t.untyped_storage().nbytes() for t in tensors_of(values[0]))
+    return SMALL * sum(t.untyped_storage().nbytes() for k in rest for t in tensors_of(values[k])) <= first
+
+
+def _last_reads(graph: fx.Graph) -> tuple[dict[fx.Node, int], dict[StorageWeakRef, int]]:
+    """Program position of every node, and of the last node reading each storage (getitems are not reads)."""
+    position: dict[fx.Node, int] = {}
+    last: dict[StorageWeakRef, int] = {}
+    for k, node in enumerate(graph.nodes):
+        position[node] = k
+        if node.target is operator.getitem:
+            continue
+        for source in node.all_input_nodes:
+            for tensor in tensors_of(source.meta.get("val")):
+                last[storage_key(tensor)] = k
+    return position, last
+
+
+def _nbytes(node: fx.Node) -> int:
+    """Bytes of the storages of a getitem's tensor."""
+    return sum(t.untyped_storage().nbytes() for t in tensors_of(node.meta.get("val")))
+
+
+def _pinned_until(position: int, ends: dict[int, int], nbytes: dict[int, int]) -> int:
+    """The time T until which the op's node lives (see the module docstring)."""
+
+    def waste(until: int) -> int:
+        return sum(
+            nbytes[k] * (until - position) if end > until else nbytes[k] * (until - end) for k, end in ends.items()
+        )
+
+    return min(sorted(set(ends.values()), reverse=True), key=waste)
+
+
+def share_outputs(module: fx.GraphModule) -> int:
+    """Copy outputs of multi-output ops into own nodes where that saves memory; return how many ops."""
+    graph = module.graph
+    position, last = _last_reads(graph)
+    shared = 0
+    for node in list(graph.nodes):
+        used = _used_outputs(node) if _multi_output(node) else {}
+        if len(used) < 2:
+            continue
+        ends = {
+            k: max((last.get(storage_key(t), 0) for item in items for t in tensors_of(item.meta.get("val"))), default=0)
+            for k, items in used.items()
+        }
+        until = _pinned_until(position[node], ends, {k: _nbytes(items[0]) for k, items in used.items()})
+        anchor = max((getitem for getitems in used.values() for getitem in getitems), key=position.__getitem__)
+        for k, getitems in sorted(used.items()):
+            if ends[k] <= until:
+                continue
+            with graph.inserting_after(anchor):
+                copy = graph.call_function(aten.clone.default, (getitems[0],))
+            for getitem in getitems:
+                getitem.replace_all_uses_with(copy, delete_user_cb=lambda user, copy=copy: user is not copy)
+            anchor = copy
+        shared += any(end > until for end in ends.values())
+    module.recompile()
+    if shared:  # fresh metadata of the ops: views of a rewired output now alias its copy
+        kept = {node: node.meta.get("val") for node in graph.nodes if node.op in ("placeholder", "get_attr")}
+        placeholders = [value for node, value in kept.items() if node.op == "placeholder"]
+        FakeTensorProp(module, detect_fake_mode(placeholders)).propagate_dont_convert_inputs(*placeholders)
+        for node, value in kept.items():
+            node.meta["val"] = value
+    log.debug("copied outputs of %d multi-output ops", shared)
+    return shared
 
 
 def undefine_masked_outputs(module: fx.GraphModule) -> None:

@@ -17,7 +17,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from remat_models.errors import GraphError, InputTypeError
 from remat_models.torch.guards import check_writes, dtype_checks
 from remat_models.torch.ops import is_impure
-from remat_models.torch.split import split_multi_output, undefine_masked_outputs
+from remat_models.torch.split import share_outputs, split_by_mask, undefine_masked_outputs
 
 log = logging.getLogger(__name__)
 
@@ -169,7 +169,8 @@ def trace_step(
     Two passes of ``make_fx(tracing_mode="fake")``: the first records the joint ATen graph in program
     order (autograd runs under the tracer, so backward ops follow the loss); the second re-traces it
     under ``torch.func.functionalize`` so in-place ops become out-of-place and buffer mutations become
-    trailing ``copy_`` write-backs. Multi-output ops are split in between (see
+    trailing ``copy_`` write-backs. Masked multi-output ops are split in between; outputs of the other
+    multi-output ops that outlive the rest are then copied into their own nodes (see
     :mod:`remat_models.torch.split`). No real data flows through the model.
     """
     if not isinstance(model, nn.Module):
@@ -214,7 +215,7 @@ def trace_step(
         joint = make_fx(step, tracing_mode="fake", decomposition_table=_DECOMPOSITIONS)(*flat)
         placeholders = [node for node in joint.graph.nodes if node.op == "placeholder"]
         check_writes(joint.graph, {node: what for node, what in zip(placeholders, read_only, strict=True) if what})
-        split_multi_output(joint)
+        split_by_mask(joint)
         with torch.no_grad():
             functional = make_fx(functionalize(joint, remove="mutations"), tracing_mode="fake")(*flat)
     except GraphError:
@@ -222,8 +223,8 @@ def trace_step(
     except Exception as exc:  # tracing failures come as many exception types (data-dependent control flow, ...)
         raise GraphError(f"cannot trace a training step of {type(model).__name__}: {one_line(exc)}") from exc
     functional.graph.eliminate_dead_code(is_impure_node=is_impure)
+    share_outputs(functional)
     undefine_masked_outputs(functional)
-    functional.recompile()
     log.info("traced %s: %d FX nodes", type(model).__name__, len(functional.graph.nodes))
     return TracedStep(
         module=functional,

@@ -116,7 +116,7 @@ class Validation:
     budget: int
     predicted: int
     measured: int
-    eager_measured: int | None  # plain autograd's peak (CUDA only: the CPU allocator keeps no statistics)
+    eager_measured: int | None  # plain autograd's peak (CUDA allocator statistics; CPU: profiler memory events)
     grads_equal: bool
     max_grad_error: float
     remat_seconds: float
@@ -170,6 +170,22 @@ def _cuda_peak(fn: Callable[[], Any], device: torch.device) -> int:
     return torch.cuda.max_memory_allocated(device) - before
 
 
+def profiled_peak(fn: Callable[[], Any]) -> int:
+    """Peak CPU bytes allocated above the start while ``fn`` runs, from the profiler's memory events."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as profiler:
+        fn()
+    events = profiler.profiler.kineto_results.events()
+    allocations = [e for e in events if e.name() == "[memory]" and e.device_type() == DeviceType.CPU]
+    live = peak = 0
+    for event in sorted(allocations, key=lambda e: e.start_ns()):
+        live += event.nbytes()
+        peak = max(peak, live)
+    return peak
+
+
 def validate(
     model: nn.Module,
     inputs: Tensors,
@@ -181,7 +197,11 @@ def validate(
     device: str = "cpu",
     repeats: int = 3,
 ) -> Validation:
-    """Plan on ``device``, run once against plain autograd, measure memory and time (median of ``repeats``)."""
+    """Plan on ``device``, run once against plain autograd, measure memory and time (median of ``repeats``).
+
+    Peaks are allocator-level bytes above the pre-step baseline: CUDA's ``max_memory_allocated``, on CPU
+    the profiler's memory events (:func:`profiled_peak`), of the generated step and of plain autograd.
+    """
     check_count(repeats, "repeats")
     target = resolve_device(device)
     model, inputs, targets = to_device(model, inputs, targets, device)
@@ -195,21 +215,16 @@ def validate(
     restore()
     rng = torch.random.get_rng_state()
     cuda_rng = torch.cuda.get_rng_state_all() if target.type == "cuda" else None  # dropout on the device draws here
-    eager_measured = None
-    if target.type == "cuda":
-        eager_measured = _cuda_peak(lambda: _eager_step(model, inputs, targets, loss_fn), target)
-    else:
-        _eager_step(model, inputs, targets, loss_fn)
+    peak_of: Callable[[Callable[[], Any]], int] = (
+        (lambda fn: _cuda_peak(fn, target)) if target.type == "cuda" else profiled_peak
+    )
+    eager_measured = peak_of(lambda: _eager_step(model, inputs, targets, loss_fn))
     reference = [p.grad.clone() if p.grad is not None else None for p in model.parameters()]
     restore()
     torch.random.set_rng_state(rng)
     if cuda_rng is not None:
         torch.cuda.set_rng_state_all(cuda_rng)
-    if target.type == "cuda":
-        measured = _cuda_peak(lambda: step(inputs, targets), target)
-    else:
-        step(inputs, targets, track=True)
-        measured = step.last.peak if step.last is not None else 0
+    measured = peak_of(lambda: step(inputs, targets))
     errors = [
         float((p.grad - g).abs().max()) if g is not None and p.grad is not None and g.numel() else 0.0
         for p, g in zip(model.parameters(), reference, strict=True)
