@@ -5,7 +5,8 @@ handler runs at once; it calls the stop functions the backend registered on its 
 (``CpSolver.stop_search``, ``Highs.cancelSolve``, ``Model.terminate``, cancelling MiniZinc's stream),
 and the solver returns its incumbent; the stopper records which signal came. A second signal abandons
 the solve (KeyboardInterrupt). Outside the main thread, or when both signals are ignored, the solve
-simply runs where it is called.
+simply runs where it is called. :func:`run_stoppable` does the same for work that stops itself: it sets
+an event that the work checks between short steps.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # each stops a solve and keeps its best solution
+_ACTIVE: list[Stopper] = []  # the stoppers of the enclosing stop_on_signals blocks, outermost first
 
 
 class Stopper:
@@ -66,10 +68,15 @@ def stop_on_signals(stopper: Stopper) -> Iterator[bool]:
     """While inside, SIGINT and SIGTERM call ``stopper.stop(signum)`` (a second one raises KeyboardInterrupt).
 
     Yields whether any handler was installed (not outside the main thread, nor for an ignored signal).
+    Inside a block whose stopper a signal already stopped (e.g. one that came while a model was built),
+    ``stopper`` is stopped at once with that signal.
     """
     if threading.current_thread() is not threading.main_thread():
         yield False
         return
+    pending = next((outer for outer in _ACTIVE if outer.stopped.is_set()), None)
+    if pending is not None:
+        stopper.stop(pending.signal)
     previous = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
     handled = [signum for signum, handler in previous.items() if handler not in (signal.SIG_IGN, None)]
 
@@ -80,11 +87,25 @@ def stop_on_signals(stopper: Stopper) -> Iterator[bool]:
 
     for signum in handled:
         signal.signal(signum, on_signal)
+    _ACTIVE.append(stopper)
     try:
         yield bool(handled)
     finally:
+        _ACTIVE.remove(stopper)
         for signum in handled:
             signal.signal(signum, previous[signum])
+
+
+def run_stoppable(work: Callable[[threading.Event], T]) -> tuple[T, signal.Signals | None]:
+    """``work(stop)`` in this thread, SIGINT and SIGTERM meanwhile setting ``stop``; its value and that signal.
+
+    For cooperative work (FastSA, warm starts) that checks ``stop`` between short steps and then returns
+    its best so far; the signal is None when none came.
+    """
+    stopper = Stopper()
+    with stop_on_signals(stopper):
+        value = work(stopper.stopped)
+    return value, stopper.signal if stopper.stopped.is_set() else None
 
 
 def run_interruptible(name: str, solve: Callable[[], T], stopper: Stopper) -> T:

@@ -1,5 +1,9 @@
 """Run one task in a fresh Python process; kill it at time limit + grace; record crashes instead of raising.
 
+An interrupted sweep (:func:`stop_running`) sends its running children SIGTERM, which stops their solver
+as in ``remat solve``: a child that writes its result within ``STOP_GRACE_S`` keeps it (best schedule,
+numbers), recorded with status ``interrupted``; the rest, and whatever a child left in its group, are killed.
+
 A fresh interpreter (``subprocess``, not ``fork``) is safe for OR-Tools and HiGHS threads and works inside
 daemonic Dask workers, which may not start ``multiprocessing`` children. The child gets its own session so
 a kill also takes down whatever it started (e.g. a MiniZinc process); it watches this process and its own
@@ -30,17 +34,29 @@ log = logging.getLogger(__name__)
 _STDERR_TAIL = 2000
 _LIVE: set[subprocess.Popen[bytes]] = set()  # children of this process still running
 _LIVE_LOCK = threading.Lock()
-_STOPPED: set[int] = set()  # pids of runs killed by kill_running: recorded as interrupted
+_STOPPED: set[int] = set()  # pids of runs stopped by stop_running: recorded as interrupted
+STOP_GRACE_S = 10.0  # seconds a stopped run has to stop its solver and write its result before it is killed
 
 
-def kill_running() -> int:
-    """Kill every run this process has started and not yet reaped (an interrupted sweep); return how many."""
+def stop_running(grace: float = STOP_GRACE_S) -> int:
+    """Stop every run this process has started and not yet reaped (an interrupted sweep); return how many.
+
+    SIGTERM first; after ``grace`` seconds (or at a KeyboardInterrupt meanwhile: a second Ctrl-C) each run's
+    process group is killed, which also ends anything a run that did stop left behind.
+    """
     with _LIVE_LOCK:
         live = list(_LIVE)
         _STOPPED.update(process.pid for process in live)
     for process in live:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
+        process.send_signal(signal.SIGTERM)  # a no-op for a process already reaped
+    try:
+        until = time.monotonic() + grace
+        while any(process.poll() is None for process in live) and time.monotonic() < until:
+            time.sleep(0.1)
+    finally:
+        for process in live:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
     return len(live)
 
 
@@ -72,8 +88,9 @@ def run_isolated(task: dict[str, Any]) -> dict[str, Any]:
                     _STOPPED.discard(process.pid)
         elapsed = time.perf_counter() - started
         outcome = _read_outcome(result_path)
-        if outcome is None and stopped:
-            outcome = {"status": "interrupted", "error": "the sweep was interrupted", "output": _tail(log_path)}
+        if stopped:  # with what the run had found, if it wrote it in time
+            outcome = {**(outcome or {"output": _tail(log_path)}), "status": "interrupted"}
+            outcome.setdefault("error", "the sweep was interrupted")
         elif outcome is None:
             outcome = _failure(process.returncode, timed_out, deadline, _tail(log_path))
     outcome.setdefault("process_s", elapsed)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from remat_models.bench.isolate import kill_running, run_isolated
+from remat_models.bench.isolate import run_isolated, stop_running
 from remat_models.bench.store import ResultStore, finished_ids
 from remat_models.bench.sweep import RunSpec
 from remat_models.errors import ConfigurationError
@@ -44,21 +44,21 @@ class LocalPool:
                 for future in as_completed(futures):
                     yielded.add(future)
                     yield future.result()
-            except KeyboardInterrupt:  # SIGINT, or SIGTERM made one: the killed runs are recorded as interrupted
+            except KeyboardInterrupt:  # SIGINT, or SIGTERM made one: the stopped runs are recorded as interrupted
                 _stop(futures)
                 for future in as_completed([f for f in futures if not f.cancelled() and f not in yielded]):
                     yield future.result()
                 raise
-            finally:  # interrupted (or the consumer stopped): drop queued runs, kill running ones
+            finally:  # interrupted (or the consumer stopped): drop queued runs, stop running ones
                 _stop(futures)
 
 
 def _stop(futures: Sequence[Future[Record]]) -> None:
-    """Cancel the queued runs and kill the running ones."""
+    """Cancel the queued runs and stop the running ones."""
     for future in futures:
         future.cancel()
     if not all(future.done() for future in futures):
-        log.warning("sweep interrupted: killed %d running processes", kill_running())
+        log.warning("sweep interrupted: stopped %d running processes", stop_running())
 
 
 @dataclass(frozen=True)

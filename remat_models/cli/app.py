@@ -46,6 +46,7 @@ from remat_models.cli.torch_commands import from_torch, validate
 from remat_models.core.budget import check_budget, parse_budget
 from remat_models.core.graph import Graph
 from remat_models.core.schedule import input_order_peak, simulate
+from remat_models.core.transfer import TransferModel
 from remat_models.errors import BudgetExceededError, ConfigurationError, RematError
 from remat_models.extensions.registry import make_extensions
 from remat_models.formulations import DEFAULT_FORMULATION, get_formulation
@@ -383,11 +384,16 @@ def compare_command(
     ] = None,
     time_limit: Annotated[float, typer.Option("--time-limit", help="Per solver run, seconds.")] = 60.0,
     extension_specs: WithOption = None,
+    transfer: TransferOption = None,
 ) -> None:
-    """Run several methods on one graph and budget and print one table (``--with`` applies to formulations)."""
+    """Run several methods on one graph and budget and print one table (``--with`` applies to formulations).
+
+    ``--transfer`` goes to every method as ``remat solve`` gives it (TDI then includes exposed transfers).
+    """
     graph = read_graph(graph_path)
     limit = _resolve_budget(graph, budget)
     check_budget(graph, limit)
+    model = transfer_model(transfer)
     everything = [name for name in methods() if name != "auto"]  # auto runs the others: name it to compare it
     chosen = [name.strip() for name in method_names.split(",")] if method_names is not None else everything
     if not chosen or not all(chosen):
@@ -399,7 +405,7 @@ def compare_command(
         for name in chosen:
             status.update(f"planning with {name}")
             try:
-                results.append(_plan_named(graph, limit, name, time_limit, extension_specs))
+                results.append(_plan_named(graph, limit, name, time_limit, extension_specs, model))
             except RematError as error:
                 if len(chosen) == 1:
                     raise
@@ -407,12 +413,14 @@ def compare_command(
     console.print(_results_table(f"{graph_path.name} at {limit:,} B", results))
 
 
-def _plan_named(graph: Graph, budget: int, name: str, time_limit: float, specs: list[str] | None) -> PlanResult:
-    """A heuristic by name, or ``formulation[/backend|/approximation]`` within ``time_limit``."""
+def _plan_named(
+    graph: Graph, budget: int, name: str, time_limit: float, specs: list[str] | None, transfer: TransferModel | None
+) -> PlanResult:
+    """A heuristic by name, or ``formulation[/backend|/approximation]`` within ``time_limit``, given ``transfer``."""
     ref = parse_method_name(name)
     limit = time_limit if ref.takes_time_limit else None
     extensions = make_extensions(specs) if ref.is_solver else ()
-    return plan(graph, budget, ref, time_limit=limit, extensions=extensions, allow_over_budget=True)
+    return plan(graph, budget, ref, time_limit=limit, extensions=extensions, allow_over_budget=True, transfer=transfer)
 
 
 @app.command("backends")

@@ -12,6 +12,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from remat_models.backends import SolveLimits, backend_class
+from remat_models.backends.interrupt import run_stoppable
 from remat_models.core.graph import Graph
 from remat_models.core.schedule import Schedule
 from remat_models.errors import ConfigurationError
@@ -173,5 +174,8 @@ def run_method(
     portfolio = PORTFOLIOS.get(ref.method)
     if portfolio is not None:
         return portfolio(graph, budget, seed=seed, time_limit=time_limit, options=options)
-    schedule, details = run_heuristic(ref.method, graph, budget, seed=seed, time_limit=time_limit, options=options)
-    return MethodRun(ref.method, schedule, details)
+    name = ref.method
+    (schedule, details), interrupted = run_stoppable(  # SIGINT/SIGTERM: FastSA returns its best so far
+        lambda stop: run_heuristic(name, graph, budget, seed=seed, time_limit=time_limit, options=options, stop=stop)
+    )
+    return MethodRun(ref.method, schedule, details, interrupted_by=interrupted)

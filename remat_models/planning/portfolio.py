@@ -9,10 +9,12 @@ The portfolio (:mod:`remat_models.planning.portfolio_worker` runs its members) s
   ``INIT_FASTSA_NODES`` nodes it starts from FastSA's schedule if FastSA reports within ``wait_share`` of
   the limit (else from the fast baselines), from there on from ``auto_init`` (its own short FastSA run),
   as ``remat solve -f moccasin`` would;
-- this process plans Chen's greedy and the saved-set knapsack meanwhile (milliseconds: the fallbacks),
-  and, given a transfer model (option ``transfer``, ``plan(..., transfer=...)``), the three-way planner
-  (keep, recompute or offload each value) for ``offload_share`` of the limit; every member is then
-  simulated under that model.
+- this process plans Chen's greedy and the saved-set knapsack meanwhile (milliseconds: the fallbacks).
+  Given a transfer model (option ``transfer``, ``plan(..., transfer=...)``) every member is simulated
+  under it, and the last ``offload_share`` of the limit goes to the three-way planner (keep, recompute
+  or offload each value), started from the members' schedules reported by then (each competes as it is,
+  and its order is shaved with offloads): offloading never returns a costlier plan than the recompute-only
+  members found.
 
 Each member's schedule is simulated here as it arrives; once an exact member has proved its schedule
 optimal and FastSA's first run has reported (FastSA reorders, so it can beat an optimum of the input
@@ -60,7 +62,7 @@ class AutoOptions:
     wait_share: float = 0.25  # of the time limit the exact worker waits for FastSA's schedule as its warm start
     restart_patience: int = 8  # FastSA runs in a row without an improvement before its worker stops
     transfer: TransferModel | None = None  # offloading allowed: three-way plans join (plan(..., transfer=...))
-    offload_share: float = 0.3  # of the time limit for the three-way planner, in this process meanwhile
+    offload_share: float = 0.3  # the last share of the time limit: the three-way planner from the best so far
 
     def validated(self) -> AutoOptions:
         """Itself, or a ConfigurationError naming the value out of range."""
@@ -91,6 +93,7 @@ class _Portfolio:
     def __init__(self, graph: Graph, budget: int, transfer: TransferModel | None = None) -> None:
         self.graph, self.budget, self.transfer = graph, budget, transfer
         self.best: tuple[str, Schedule, SimulationResult] | None = None
+        self.latest: dict[str, Schedule] = {}  # each member's last schedule (FastSA's: its best so far)
         self.bound: float | None = None
         self.members: list[dict[str, Any]] = []
 
@@ -116,6 +119,8 @@ class _Portfolio:
         )
         if member_bound is not None:
             self.bound = member_bound if self.bound is None else max(self.bound, member_bound)
+        if schedule is not None:
+            self.latest[report["method"]] = schedule
         if result is not None and _better(result, None if self.best is None else self.best[2], self.budget):
             self.best = (report["method"], schedule, result)
         cost = "no schedule" if result is None else f"peak {result.peak:,} B, cost {result.total_cost:g}"
@@ -157,12 +162,17 @@ def auto(
                 t0 = time.perf_counter()
                 schedule = BASELINES[name](graph, budget)
                 portfolio.offer({"method": name, "schedule": schedule, "seconds": time.perf_counter() - t0})
-            if opts.transfer is not None:  # keep, recompute or offload each value (seconds to a share of the limit)
-                t0 = time.perf_counter()
-                found = three_way(graph, budget, opts.transfer, time_limit=opts.offload_share * total).schedule
-                portfolio.offer({"method": "three-way", "schedule": found, "seconds": time.perf_counter() - t0})
+            live = {worker.conn: worker for worker in workers.values()}
             grace = min(STOP_GRACE, STOP_GRACE_SHARE * total)
-            _collect(workers, portfolio, deadline + grace, relay=wait > 0, stopper=stopper)
+            until = deadline + grace
+            if opts.transfer is not None:  # the members report until the offload share, then offload from the best
+                reserve = opts.offload_share * total
+                if not _collect(workers, live, portfolio, deadline - reserve, relay=wait > 0, stopper=stopper):
+                    until = 0.0  # a proven optimum or a stop: nothing more to wait for
+                if not stopper.stopped.is_set():  # late (a slow fallback): the grace at least
+                    seconds = min(reserve, max(deadline - time.monotonic(), grace))
+                    _offload(graph, budget, opts.transfer, portfolio, seconds)
+            _collect(workers, live, portfolio, until, relay=wait > 0, stopper=stopper)
         finally:  # every worker asked at once, then each waited for
             for worker in workers.values():
                 worker.terminate()
@@ -181,19 +191,36 @@ def auto(
     return MethodRun("auto", schedule, details, simulation=result, interrupted_by=interrupted)
 
 
-def _collect(workers: dict[str, Worker], portfolio: _Portfolio, until: float, relay: bool, stopper: Stopper) -> None:
-    """Offer each worker's reports until all are done, ``until`` or a stop (then only those already sent).
+def _offload(graph: Graph, budget: int, transfer: TransferModel, portfolio: _Portfolio, seconds: float) -> None:
+    """Offer the three-way planner's plan, started from the members' schedules (the best first), within ``seconds``."""
+    t0 = time.perf_counter()
+    inits = [] if portfolio.best is None else [portfolio.best[1]]
+    inits += [schedule for schedule in portfolio.latest.values() if all(schedule is not s for s in inits)]
+    found = three_way(graph, budget, transfer, time_limit=max(seconds, 0.0), inits=inits).schedule
+    portfolio.offer({"method": "three-way", "schedule": found, "seconds": time.perf_counter() - t0})
 
-    With ``relay`` FastSA's reports go on to the exact worker.
+
+def _collect(
+    workers: dict[str, Worker],
+    live: dict[Any, Worker],
+    portfolio: _Portfolio,
+    until: float,
+    relay: bool,
+    stopper: Stopper,
+) -> bool:
+    """Offer the ``live`` workers' reports until all are done, ``until`` or a stop (then only those already sent).
+
+    ``live`` maps connections to the workers not done yet (the done ones leave it). With ``relay`` FastSA's
+    reports go on to the exact worker. True unless it ended on a stop or a proven optimum (nothing left
+    worth waiting for).
     """
-    live = {worker.conn: worker for worker in workers.values()}
     proven = False  # an exact member proved its schedule optimal (FastSA may still reorder below it)
     while live and time.monotonic() < until:
         stopped = stopper.stopped.is_set()
         timeout = 0.0 if stopped else min(STOP_POLL, wait_slice(until - time.monotonic()))
         ready = wait(list(live), timeout=timeout)
         if stopped and not ready:
-            return
+            return False
         for conn in ready:
             worker = live[conn]  # type: ignore[index]
             report = worker.receive()
@@ -204,6 +231,7 @@ def _collect(workers: dict[str, Worker], portfolio: _Portfolio, until: float, re
             proven = proven or bool(report.get("optimal") and report.get("schedule") is not None)
             if proven and any(m["method"] == "fastsa" for m in portfolio.members):
                 log.info("auto: an optimum is proven (for its fixed order) and FastSA has run; stopping the members")
-                return
+                return False
             if relay and report["method"] == "fastsa" and report.get("schedule") is not None:
                 workers["exact"].send({"init": report["schedule"]})
+    return not stopper.stopped.is_set()

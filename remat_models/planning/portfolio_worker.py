@@ -46,6 +46,7 @@ class Worker:
 
     def __init__(self, name: str, process: subprocess.Popen[bytes], conn: Connection) -> None:
         self.name, self.process, self.conn = name, process, conn
+        self.terminated = False  # SIGTERM sent (once: a second one abandons the worker's solve with a traceback)
 
     @classmethod
     def start(cls, name: str, graph: Graph, budget: int, seed: int, deadline: float, job: dict[str, Any]) -> Worker:
@@ -76,12 +77,18 @@ class Worker:
             return None
         return None if message.get("done") else message
 
-    def stop(self) -> None:
-        """Stop the process if it still runs and close the connection."""
-        if self.process.poll() is None:
+    def terminate(self) -> None:
+        """Ask the process to stop (SIGTERM: a solve keeps its incumbent) if it still runs and was not asked yet."""
+        if not self.terminated and self.process.poll() is None:
             self.process.terminate()
+            self.terminated = True
+
+    def stop(self, timeout: float = 2.0) -> None:
+        """Stop the process if it still runs (killed after ``timeout`` seconds) and close the connection."""
+        if self.process.poll() is None:
+            self.terminate()
             try:
-                self.process.wait(timeout=2.0)
+                self.process.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
@@ -179,8 +186,9 @@ def _exact(conn: Connection, job: dict[str, Any], total: float) -> None:
         report = _member(conn, formulation, solve)
         if report is None:
             continue
-        if report.outcome is not None and report.outcome.status in (SolveStatus.OPTIMAL, SolveStatus.INTERRUPTED):
-            return  # proven, or stopped (the parent's SIGTERM reaches a solve as an interrupt)
+        proven = report.outcome is not None and report.outcome.status is SolveStatus.OPTIMAL
+        if report.interrupted_by is not None or proven:
+            return  # stopped (the parent's SIGTERM reaches a warm start or solve as an interrupt), or proven
         found = cheapest_fitting(graph, budget, [s for s in (start, report.schedule) if s is not None])
         start = None if found is None else found.schedule
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import logging
 import signal
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from remat_models.backends import SolveLimits
+from remat_models.backends.interrupt import run_stoppable
 from remat_models.core.graph import Graph
 from remat_models.core.schedule import Schedule, simulate
 from remat_models.formulations import Extension, SolveOutcome, get_formulation
@@ -19,6 +21,8 @@ from remat_models.planning.result import MethodRun
 from remat_models.planning.warm_start import WarmStart, initial_schedule
 
 log = logging.getLogger(__name__)
+
+MIN_SOLVE_SECONDS = 1.0  # less than this (or half the limit) left after the warm start: no build, no solve
 
 
 def run_formulation(
@@ -36,6 +40,8 @@ def run_formulation(
     """Warm start (``init``), solve or approximate ``formulation``, and keep the warm start if the solver did worse.
 
     The time limit covers the warm start and the build; a model too large fails before the warm start runs.
+    SIGINT or SIGTERM during the warm start returns it (FastSA's best so far) without solving; during the
+    build or the solve it stops the solver, which keeps its incumbent.
     """
     started = time.perf_counter()
     if approx is not None:
@@ -46,20 +52,51 @@ def run_formulation(
     check_size = getattr(get_formulation(formulation), "check_size", None)
     if check_size is not None:
         check_size(graph, budget, options)
-    start = initial_schedule(graph, budget, init, seed=limits.seed, time_limit=limits.time_limit)
-    if limits.time_limit is not None:  # the warm start's time counts against the limit
-        limits = replace(limits, time_limit=max(1.0, limits.time_limit - (time.perf_counter() - started)))
-    outcome = solve_model(
-        graph,
-        budget,
-        formulation,
-        backend,
-        options=options,
-        limits=limits,
-        init=None if start is None else start.schedule,
-        extensions=extensions,
-    )
-    return _run_of(f"{formulation}/{outcome.backend}", graph, budget, outcome, start, init, extensions)
+
+    def work(stop: threading.Event) -> tuple[WarmStart | None, SolveOutcome | None]:
+        start = initial_schedule(graph, budget, init, seed=limits.seed, time_limit=limits.time_limit, stop=stop)
+        left, limit = limits, limits.time_limit
+        if limit is not None:  # the warm start's time counts against the limit
+            remaining = limit - (time.perf_counter() - started)
+            if remaining < min(MIN_SOLVE_SECONDS, limit / 2):
+                return start, None
+            left = replace(limits, time_limit=remaining)
+        if stop.is_set():
+            return start, None
+        initial = None if start is None else start.schedule
+        return start, solve_model(
+            graph, budget, formulation, backend, options=options, limits=left, init=initial, extensions=extensions
+        )
+
+    (start, outcome), interrupted = run_stoppable(work)
+    if outcome is None:
+        label = f"{formulation}/{backend or get_formulation(formulation).default_backend}"
+        return _unsolved(label, graph, budget, start, init, extensions, interrupted)
+    run = _run_of(f"{formulation}/{outcome.backend}", graph, budget, outcome, start, init, extensions)
+    return run if run.interrupted_by is not None or interrupted is None else replace(run, interrupted_by=interrupted)
+
+
+def _unsolved(
+    label: str,
+    graph: Graph,
+    budget: int,
+    start: WarmStart | None,
+    init: str | Schedule | None,
+    extensions: Sequence[Extension],
+    interrupted: signal.Signals | None,
+) -> MethodRun:
+    """A run not solved (interrupted in its warm start, or no time left): the warm start if it fits (no extensions)."""
+    details: dict[str, Any] = {"init": init if isinstance(init, str) else None}
+    if interrupted is not None:
+        log.warning("%s: interrupted (%s) during its warm start: not solving", label, interrupted.name)
+        details["interrupted_in"] = "warm_start"
+    else:
+        log.warning("%s: the warm start used up the time limit: not solving", label)
+        details["solve_skipped"] = "no time left after the warm start"
+    simulation = None if start is None or extensions else start.simulation or simulate(graph, start.schedule)
+    if start is None or simulation is None or not simulation.fits(budget):
+        return MethodRun(label, None, details, interrupted_by=interrupted)
+    return MethodRun(label, start.schedule, details, simulation=simulation, interrupted_by=interrupted)
 
 
 def _run_of(
