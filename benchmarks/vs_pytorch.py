@@ -1,0 +1,254 @@
+"""Side by side with PyTorch: a training step of zoo models, eager vs torch.compile's activation budget vs ours.
+
+Systems, at activation budgets 1, 0.75, 0.5, 0.25, 0.1, 0 (PyTorch's and ours mean different things: see
+docs/torch.md): ``eager`` (plain autograd); ``pytorch`` (``torch.compile`` with
+``torch._functorch.config.activation_memory_budget``, min-cut partitioner + knapsack); ``ours-compile``
+(``remat_models.torch.compile``: our save set as recompute tags, PyTorch's partitioner); ``ours-matched`` (the
+same, with ``budget=`` the bytes PyTorch's plan measured at that budget: the head-to-head); ``ours-sac``
+(eager autograd with ``torch.utils.checkpoint`` and our selective-checkpointing policy). The compiled
+systems use the same backend (``--backend``: ``aot_eager`` = inductor's decompositions without inductor,
+PyTorch's ``aot_eager_decomp_partition``; or ``inductor``).
+
+Same instrument for all: peak = allocator-level live bytes of one step above the pre-step baseline (CPU:
+the profiler's memory events, ``profile_memory=True``); FLOPs of every op (``FlopCounterMode``); median step
+time over ``--repeats`` steps, interleaved with eager steps (the ratio is of the two medians, so load on a
+shared machine cancels); the largest gradient difference from eager under the same seed.
+
+  nice -n 5 .venv/bin/python benchmarks/vs_pytorch.py -o vs_pytorch.jsonl --plot vs_pytorch.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch._functorch import config as functorch_config
+from torch.utils.flop_counter import FlopCounterMode
+
+import remat_models.torch as rt
+from remat_models.torch.validate import profiled_peak
+
+BUDGETS = (1.0, 0.75, 0.5, 0.25, 0.1, 0.0)
+SEED = 1234
+MIB = 2**20
+ZOO_FILE = Path(__file__).resolve().parents[1] / "examples" / "zoo.py"
+# Bench-ish shapes that run in seconds a step on one CPU thread (zoo's "bench" sizes need a GPU).
+MID = {
+    "gpt2": {"n_layer": 2, "n_embd": 256, "n_head": 4, "vocab_size": 8192, "batch": 4, "seq": 128},
+    "bert": {"num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 4, "intermediate_size": 1024,
+             "vocab_size": 8192, "batch": 4, "seq": 128},
+    "llama": {"num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 4, "num_key_value_heads": 2,
+              "intermediate_size": 688, "vocab_size": 8192, "batch": 4, "seq": 128},
+    "vit": {"num_hidden_layers": 2, "hidden_size": 192, "num_attention_heads": 3, "intermediate_size": 768,
+            "image_size": 64, "patch_size": 8, "batch": 8},
+    "resnet": {"embedding_size": 32, "hidden_sizes": [64, 128, 256, 512], "depths": [1, 1, 1, 1],
+               "layer_type": "bottleneck", "image_size": 64, "batch": 8},
+}
+SYSTEMS = ("pytorch", "ours-matched", "ours-compile", "ours-sac")
+DROPOUT = 0.1  # the "-dropout" variants set every nn.Dropout to this and train
+
+
+@dataclass
+class Row:
+    """One measured (model, system, budget)."""
+
+    model: str
+    system: str
+    budget: float | None
+    peak: int
+    flops: int
+    seconds: float  # median step time
+    eager_seconds: float  # median eager step time, steps interleaved with this system's (load drifts cancel)
+    grad_error: float
+    predicted: int | None = None
+
+
+def load_zoo() -> Any:
+    """examples/zoo.py as a module, with the bench-ish ``mid`` size added."""
+    spec = importlib.util.spec_from_file_location("remat_example_zoo", ZOO_FILE)
+    zoo = importlib.util.module_from_spec(spec)
+    sys.modules["remat_example_zoo"] = zoo
+    spec.loader.exec_module(zoo)
+    zoo.SIZES["mid"] = MID
+    return zoo
+
+
+def build(zoo: Any, name: str) -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor, Callable[..., torch.Tensor]]:
+    """A zoo model at the mid size (``NAME-dropout``: dropout active), in training mode."""
+    base, _, dropout = name.partition("-")
+    model, inputs, targets, loss_fn = zoo.ZOO[base](size="mid")
+    if dropout:
+        for module in model.modules():
+            if isinstance(module, torch.nn.Dropout):
+                module.p = DROPOUT
+    model.train()
+    return model, inputs, targets, loss_fn
+
+
+def grads_after(model: torch.nn.Module, step: Callable[[], Any]) -> list[torch.Tensor | None]:
+    """Gradients of one step under the fixed seed."""
+    model.zero_grad(set_to_none=True)
+    torch.manual_seed(SEED)
+    step()
+    return [None if p.grad is None else p.grad.clone() for p in model.parameters()]
+
+
+def measure(
+    model: torch.nn.Module,
+    step: Callable[[], Any],
+    eager: Callable[[], Any],
+    reference: list[torch.Tensor | None] | None,
+    repeats: int,
+) -> tuple[int, int, float, float, float]:
+    """Peak bytes, FLOPs, median seconds of ``step`` and of ``eager`` (interleaved), largest gradient difference."""
+
+    def fresh() -> None:
+        model.zero_grad(set_to_none=True)
+        step()
+
+    fresh()  # warm-up (compiles)
+    grads = grads_after(model, step)
+    error = 0.0
+    if reference is not None:
+        error = max(
+            (float((g - r).abs().max()) for g, r in zip(grads, reference, strict=True) if g is not None), default=0.0
+        )
+    model.zero_grad(set_to_none=True)
+    peak = profiled_peak(step)
+    model.zero_grad(set_to_none=True)
+    with FlopCounterMode(display=False) as counter:
+        step()
+    samples: tuple[list[float], list[float]] = ([], [])
+    for _ in range(repeats):
+        for run, times in zip((step, eager), samples, strict=True):
+            model.zero_grad(set_to_none=True)
+            started = time.perf_counter()
+            run()
+            times.append(time.perf_counter() - started)
+    seconds, eager_seconds = (statistics.median(times) for times in samples)
+    return peak, counter.get_total_flops(), seconds, eager_seconds, error
+
+
+def run_model(zoo: Any, name: str, backend: str, repeats: int, budgets: tuple[float, ...]) -> list[Row]:
+    """Every system at every budget on one model."""
+    model, inputs, targets, loss_fn = build(zoo, name)
+
+    def eager() -> None:
+        loss_fn(model(inputs), targets).backward()
+
+    reference = grads_after(model, eager)
+    rows = [Row(name, "eager", None, *measure(model, eager, eager, None, repeats))]
+
+    def add(system: str, budget: float, step: Callable[[], Any], predicted: int | None = None) -> None:
+        rows.append(Row(name, system, budget, *measure(model, step, eager, reference, repeats), predicted))
+
+    pytorch_backend = "aot_eager_decomp_partition" if backend == "aot_eager" else "inductor"
+    for budget in budgets:
+        torch._dynamo.reset()
+        with functorch_config.patch(activation_memory_budget=budget):
+            theirs = torch.compile(lambda x, y: loss_fn(model(x), y), backend=pytorch_backend)
+            add("pytorch", budget, lambda c=theirs: c(inputs, targets).backward())
+        matched = rows[-1].peak  # ours within the bytes PyTorch's plan measured at this budget
+        torch._dynamo.reset()
+        same = rt.compile(model, inputs, loss_fn, targets, budget=matched, backend=backend)
+        add("ours-matched", budget, lambda c=same: c(inputs, targets).backward(), same.plan and same.plan.emitted_peak)
+        torch._dynamo.reset()
+        ours = rt.compile(model, inputs, loss_fn, targets, activation_budget=budget, backend=backend)
+        add("ours-compile", budget, lambda c=ours: c(inputs, targets).backward(), ours.plan and ours.plan.emitted_peak)
+        plan = rt.sac_plan(model, inputs, loss_fn, targets, activation_budget=budget)
+        checkpointed = rt.checkpointed(model, plan)
+        add("ours-sac", budget, lambda r=checkpointed: loss_fn(r(inputs), targets).backward(), plan.predicted_peak)
+        done = ", ".join(f"{r.system} {r.peak / MIB:.1f} (predicted {(r.predicted or 0) / MIB:.1f})" for r in rows[-4:])
+        print(f"{name} b={budget}: {done} MiB", flush=True)
+    return rows
+
+
+def table(rows: list[Row], budgets: tuple[float, ...]) -> str:
+    """Markdown: per model and system, peak / FLOPs / time as multiples of eager's, and the gradient error."""
+    lines = [
+        "| model | system | " + " | ".join(f"b = {b}" for b in budgets) + " | max grad diff |",
+        "|---|---|" + "---|" * (len(budgets) + 1),
+    ]
+    for model in dict.fromkeys(r.model for r in rows):
+        eager = next(r for r in rows if r.model == model and r.system == "eager")
+        lines.append(
+            f"| {model} | eager: {eager.peak / MIB:.1f} MiB, {eager.flops / 1e9:.2f} GFLOP, "
+            f"{eager.seconds * 1e3:.0f} ms |" + " |" * (len(budgets) + 1)
+        )
+        for system in SYSTEMS:
+            mine = {r.budget: r for r in rows if r.model == model and r.system == system}
+            cells = [
+                f"{r.peak / eager.peak:.2f} / {r.flops / eager.flops:.2f} / {r.seconds / r.eager_seconds:.2f}"
+                for r in (mine[b] for b in budgets)
+            ]
+            error = max(r.grad_error for r in mine.values())
+            lines.append(f"| {model} | {system} | " + " | ".join(cells) + f" | {error:.1e} |")
+    return "\n".join(lines)
+
+
+def plot(rows: list[Row], path: Path) -> None:
+    """Measured peak vs FLOPs (top) and vs step time (bottom), x eager, one curve per system, a column per model."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(dict.fromkeys(r.model for r in rows))
+    figure, axes = plt.subplots(2, len(names), figsize=(4 * len(names), 7), squeeze=False)
+    for column, model in enumerate(names):
+        eager = next(r for r in rows if r.model == model and r.system == "eager")
+        for system, marker in zip(SYSTEMS, "osD^", strict=True):
+            mine = sorted((r for r in rows if r.model == model and r.system == system), key=lambda r: -(r.budget or 0))
+            peaks = [r.peak / eager.peak for r in mine]
+            axes[0][column].plot(peaks, [r.flops / eager.flops for r in mine], marker=marker, label=system)
+            axes[1][column].plot(peaks, [r.seconds / r.eager_seconds for r in mine], marker=marker, label=system)
+        for row, what in enumerate(("FLOPs", "step time")):
+            axes[row][column].axvline(1.0, color="grey", linewidth=0.5)
+            axes[row][column].set(title=model, xlabel="peak (x eager)", ylabel=f"{what} (x eager)")
+        axes[0][column].legend(fontsize="small")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+
+
+def main() -> None:
+    """Run the comparison and print the table."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="gpt2,gpt2-dropout,bert,llama,vit,resnet")
+    parser.add_argument("--backend", choices=("aot_eager", "inductor"), default="aot_eager")
+    parser.add_argument("--budgets", default=",".join(map(str, BUDGETS)))
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("-o", "--output", type=Path, help="JSON lines of every row")
+    parser.add_argument("--plot", type=Path, help="PNG of peak vs FLOPs and vs time")
+    parser.add_argument("--replot", type=Path, help="read the rows of an earlier -o file instead of measuring")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    budgets = tuple(float(b) for b in args.budgets.split(","))
+    zoo = load_zoo()
+    if args.replot:
+        rows = [Row(**json.loads(line)) for line in args.replot.read_text().splitlines()]
+        if args.plot:
+            plot(rows, args.plot)
+        print(table(rows, budgets))
+        return
+    rows: list[Row] = []
+    for name in args.models.split(","):  # results are written after each model
+        rows += run_model(zoo, name, args.backend, args.repeats, budgets)
+        if args.output:
+            args.output.write_text("".join(json.dumps(asdict(r)) + "\n" for r in rows))
+        if args.plot:
+            plot(rows, args.plot)
+        print(f"backend {args.backend}; cells: peak / FLOPs / time, each x eager")
+        print(table(rows, budgets), flush=True)
+
+
+if __name__ == "__main__":
+    main()

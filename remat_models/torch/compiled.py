@@ -1,0 +1,198 @@
+"""``torch.compile`` with our save-set plan: a partitioner that tags the joint graph, then PyTorch partitions it.
+
+AOTAutograd hands the partitioner the decomposed joint forward+backward graph. :func:`partition` turns it
+into a Graph (:mod:`remat_models.torch.joint`), chooses the saved forward values with the save-set search
+(:mod:`remat_models.heuristics.saveset`), writes the choice as ``node.meta["recompute"] = MUST_SAVE /
+MUST_RECOMPUTE`` and calls PyTorch's ``min_cut_rematerialization_partition``, which honours the tags; the
+forward/backward order it emits is then simulated on the Graph (its peak is ``SavePlan.emitted_peak``).
+Random ops are always saved (never redrawn), and keep their eager kernels: the decompositions used here
+leave them alone (inductor: ``fallback_random``), so dropout masks are eager's under the same seed.
+"""
+
+from __future__ import annotations
+
+import logging
+import operator
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from torch import fx, nn
+from torch._dynamo.backends.common import aot_autograd
+from torch._dynamo.backends.debugging import get_nop_func
+from torch._functorch.partitioners import min_cut_rematerialization_partition
+from torch._inductor.custom_graph_pass import CustomPartitionerFn
+from torch.utils.checkpoint import CheckpointPolicy
+
+from remat_models.core.schedule import simulate
+from remat_models.errors import ConfigurationError
+from remat_models.heuristics.saveset import saveset_search
+from remat_models.torch.joint import FLOPS_PER_BYTE, JointGraph, as_partitioned, joint_graph
+from remat_models.torch.ops import is_random
+from remat_models.torch.save_budget import SaveBudget, undone
+from remat_models.torch.trace import LossFn, as_tensors
+
+log = logging.getLogger(__name__)
+
+Backend = Literal["inductor", "aot_eager"]
+BACKENDS: tuple[Backend, ...] = ("inductor", "aot_eager")
+
+
+@dataclass(frozen=True)
+class SavePlan:
+    """One partition: its budget (bytes), the saved FX node names, and the plan's peaks and cost on the joint Graph.
+
+    ``predicted_peak`` is the search's (unsaved values recomputed when first needed); ``emitted_peak`` and
+    ``cost`` are the simulator's on the forward/backward order PyTorch's partitioner emitted (what runs).
+    """
+
+    budget: int
+    saved: tuple[str, ...]
+    predicted_peak: int
+    emitted_peak: int
+    cost: float
+    joint: JointGraph = field(repr=False)
+
+    @property
+    def fits(self) -> bool:
+        """Whether the order that runs stays within the budget."""
+        return self.emitted_peak <= self.budget
+
+
+def tag(joint: JointGraph, saved: np.ndarray) -> None:
+    """Write the save set as recompute tags on the forward FX nodes (views follow their storages' owners)."""
+    keep = set(saved.tolist())
+    for node in joint.forward:
+        owners = joint.owners[node]
+        impure = is_random(node) or node.target is torch.ops.aten.copy_.default
+        mine = node.name in joint.index or node.target is operator.getitem  # a view is free to recompute
+        saves = impure or (mine and bool(owners) and owners <= keep)
+        node.meta["recompute"] = CheckpointPolicy.MUST_SAVE if saves else CheckpointPolicy.MUST_RECOMPUTE
+
+
+def partition(
+    module: fx.GraphModule,
+    joint_inputs: Sequence[object],
+    *,
+    save_budget: SaveBudget,
+    num_fwd_outputs: int,
+    flops_per_byte: float = FLOPS_PER_BYTE,
+    record: Callable[[SavePlan], None] | None = None,
+    **kwargs: Any,
+) -> tuple[fx.GraphModule, fx.GraphModule]:
+    """Plan the save set of ``module`` within ``save_budget``, tag it, partition with PyTorch's partitioner."""
+    as_partitioned(module)
+    joint = joint_graph(module, num_fwd_outputs, flops_per_byte=flops_per_byte)
+    budget = save_budget.resolve(joint.graph)
+    choice = saveset_search(joint.graph, budget)
+    tag(joint, choice.saved)
+    forward, backward = min_cut_rematerialization_partition(
+        module, joint_inputs, num_fwd_outputs=num_fwd_outputs, **kwargs
+    )
+    emitted = simulate(joint.graph, joint.emitted_schedule(forward, backward))
+    saved = tuple(joint.graph.names[v] for v in choice.saved)
+    plan = SavePlan(budget, saved, choice.peak, emitted.peak, emitted.total_cost, joint)
+    log.info("save-set partition: budget %d B, search %d B, emitted order %d B", budget, choice.peak, emitted.peak)
+    if emitted.peak > budget:
+        log.warning("the partitioner's order peaks at %d B, over the budget of %d B", emitted.peak, budget)
+    if record is not None:
+        record(plan)
+    return forward, backward
+
+
+class SaveSetPartitioner(CustomPartitionerFn):
+    """Inductor's ``custom_partitioner_fn``: :func:`partition` with one budget (a fresh cache key per instance)."""
+
+    def __init__(self, save_budget: SaveBudget, record: Callable[[SavePlan], None] | None = None) -> None:
+        self.save_budget = save_budget
+        self.record = record
+        self.key = uuid.uuid4().hex
+
+    def __call__(
+        self, gm: fx.GraphModule, joint_inputs: Sequence[object], **kwargs: Any
+    ) -> tuple[fx.GraphModule, fx.GraphModule]:
+        """Partition ``gm`` (see :func:`partition`)."""
+        return partition(gm, joint_inputs, save_budget=self.save_budget, record=self.record, **kwargs)
+
+    def uuid(self) -> str:
+        """Inductor's cache key: one per partitioner, so a cached graph of another plan is never reused."""
+        return self.key
+
+
+def _decompositions() -> dict[Any, Any]:
+    """Inductor's decompositions without those of random ops (their eager kernels draw eager's numbers)."""
+    from torch._inductor.decomposition import select_decomp_table
+
+    table = select_decomp_table().items()
+    return {op: fn for op, fn in table if torch.Tag.nondeterministic_seeded not in getattr(op, "tags", ())}
+
+
+def save_set_backend(partitioner: SaveSetPartitioner, backend: Backend) -> Callable[..., Any] | str:
+    """A ``torch.compile`` backend partitioning with ``partitioner``: inductor, or AOTAutograd with no compiler."""
+    if backend == "inductor":
+        return "inductor"
+    nop = get_nop_func()  # as PyTorch's aot_eager_decomp_partition: boxed, so saved values die at their last use
+    return aot_autograd(
+        fw_compiler=nop,
+        bw_compiler=nop,
+        decompositions=_decompositions(),
+        partition_fn=lambda gm, inputs, **kw: partitioner(gm, inputs, compiler="inductor", **kw),
+    )
+
+
+class CompiledStep:
+    """``loss = step(inputs, targets)`` runs the compiled forward and loss; ``loss.backward()`` the planned backward."""
+
+    def __init__(
+        self,
+        model: nn.Module,
+        loss_fn: LossFn,
+        save_budget: SaveBudget,
+        backend: Backend = "inductor",
+    ) -> None:
+        if backend not in BACKENDS:
+            raise ConfigurationError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+        self.model = model
+        self.plans: list[SavePlan] = []
+        self.partitioner = SaveSetPartitioner(save_budget, self.plans.append)
+
+        def step(*args: torch.Tensor, n_inputs: int) -> torch.Tensor:
+            return loss_fn(model(*args[:n_inputs]), *args[n_inputs:])
+
+        inductor = backend == "inductor"
+        options = {"custom_partitioner_fn": self.partitioner, "fallback_random": True} if inductor else None
+        self.compiled = torch.compile(step, backend=save_set_backend(self.partitioner, backend), options=options)
+
+    @property
+    def plan(self) -> SavePlan | None:
+        """The save-set plan of the latest partition (None before the first call compiles)."""
+        return self.plans[-1] if self.plans else None
+
+    def __call__(self, inputs: Any, targets: Any = None) -> torch.Tensor:
+        """The loss of one batch (call ``.backward()`` on it)."""
+        xs, ys = as_tensors(inputs, "inputs"), as_tensors(targets, "targets")
+        return self.compiled(*xs, *ys, n_inputs=len(xs))
+
+
+def compile(
+    model: nn.Module,
+    example_inputs: Any,
+    loss_fn: LossFn,
+    targets: Any = None,
+    *,
+    budget: str | int | float | None = None,
+    activation_budget: float | None = None,
+    backend: Backend = "inductor",
+) -> CompiledStep:
+    """Compile a training step whose saved activations are our save-set plan within the budget.
+
+    Compiles on the example batch at once (one forward, its RNG draws and buffer updates undone), so
+    ``step.plan`` tells the saved set and peaks before training starts.
+    """
+    step = CompiledStep(model, loss_fn, SaveBudget(budget, activation_budget), backend)
+    with undone(model), torch.enable_grad():
+        step(example_inputs, targets)
+    return step

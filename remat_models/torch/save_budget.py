@@ -1,0 +1,56 @@
+"""The budget of a save-set plan (bytes, or a share of its span), and trial runs that leave no trace."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from remat_models.core.budget import parse_budget
+from remat_models.core.graph import Graph
+from remat_models.errors import ConfigurationError
+from remat_models.heuristics.saveset import saveset_range
+
+
+@dataclass(frozen=True)
+class SaveBudget:
+    """``budget`` (bytes, a unit, or a share of the input-order peak, as ``plan()`` reads it) or ``activation``.
+
+    ``activation`` in [0, 1] is PyTorch's ``activation_memory_budget``: 1 saves every forward value, 0 asks
+    for the least peak the save-set search reaches (computed on the graph, so every share yields a plan).
+    """
+
+    budget: str | int | float | None = None
+    activation: float | None = None
+
+    def __post_init__(self) -> None:
+        if (self.budget is None) == (self.activation is None):
+            raise ConfigurationError("give exactly one of budget= and activation_budget=")
+        if self.activation is not None and not (
+            isinstance(self.activation, (int, float)) and 0.0 <= self.activation <= 1.0
+        ):
+            raise ConfigurationError(f"activation_budget must be a number in [0, 1], got {self.activation!r}")
+
+    def resolve(self, graph: Graph, *, replay: bool = False) -> int:
+        """Bytes of this budget on ``graph`` (``replay``: the span of replayed save-set plans, as SAC runs them)."""
+        if self.activation is None:
+            return parse_budget(self.budget, graph)  # type: ignore[arg-type]
+        least, most = saveset_range(graph, replay=replay)
+        return least + int(self.activation * (most - least))
+
+
+@contextmanager
+def undone(model: nn.Module) -> Iterator[None]:
+    """Run a trial step: the global RNG state and ``model``'s buffers are restored afterwards."""
+    rng = torch.random.get_rng_state()
+    buffers = {name: b.clone() for name, b in model.named_buffers()}
+    try:
+        yield
+    finally:
+        torch.random.set_rng_state(rng)
+        with torch.no_grad():
+            for name, value in model.named_buffers():
+                value.copy_(buffers[name])

@@ -1,0 +1,156 @@
+"""The torch.compile route (save-set tags on PyTorch's joint graph) and the eager SAC policy, on real PyTorch."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import remat_models.torch as rt  # noqa: E402
+from remat_models.core.schedule import simulate  # noqa: E402
+from remat_models.errors import ConfigurationError  # noqa: E402
+from remat_models.heuristics.saveset import saveset_schedule, saveset_search  # noqa: E402
+from remat_models.torch.ops import is_random  # noqa: E402
+
+torch.set_num_threads(1)
+MODELS_FILE = Path(__file__).resolve().parents[1] / "examples" / "models.py"
+_spec = importlib.util.spec_from_file_location("remat_example_models", MODELS_FILE)
+models = importlib.util.module_from_spec(_spec)
+sys.modules["remat_example_models"] = models
+_spec.loader.exec_module(models)
+
+
+def _grads(model: torch.nn.Module, run, seed: int = 7) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """Loss and gradients of one step under ``seed`` (dropout draws from it)."""
+    model.zero_grad(set_to_none=True)
+    torch.manual_seed(seed)
+    loss = run()
+    loss.backward()
+    return loss.detach(), [p.grad.clone() for p in model.parameters()]
+
+
+@pytest.fixture(scope="module")
+def gpt2():
+    """The example GPT-2 with dropout 0.1, in training mode."""
+    model, tokens, targets, loss_fn = models.gpt2()
+    model.train()
+    eager = _grads(model, lambda: loss_fn(model(tokens), targets))
+    return model, tokens, targets, loss_fn, eager
+
+
+@pytest.fixture(scope="module")
+def compiled(gpt2):
+    model, tokens, targets, loss_fn, _ = gpt2
+    shares = (1, 0.5, 0)
+    return {b: rt.compile(model, tokens, loss_fn, targets, activation_budget=b, backend="aot_eager") for b in shares}
+
+
+@pytest.mark.parametrize("share", [1, 0.5, 0])
+def test_compiled_dropout_gradients_equal_eager_under_the_same_seed(gpt2, compiled, share: float) -> None:
+    model, tokens, targets, _, (eager_loss, eager_grads) = gpt2
+    step = compiled[share]
+    loss, grads = _grads(model, lambda: step(tokens, targets))
+    torch.testing.assert_close(loss, eager_loss)  # same dropout masks (eager's kernels, same generator)...
+    for got, want in zip(grads, eager_grads, strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)  # ...decomposed ops: last-bit differences
+
+
+@pytest.mark.parametrize("share", [1, 0.5, 0])
+def test_partitioner_order_fits_the_budget_and_keeps_random_values(compiled, share: float) -> None:
+    plan = compiled[share].plan
+    joint = plan.joint
+    assert plan.emitted_peak <= plan.budget
+    assert plan.predicted_peak <= plan.budget
+    random = {joint.graph.names[v] for v, node in enumerate(joint.fx_nodes) if is_random(node)}
+    assert random and random <= set(plan.saved)  # dropout masks are saved, never redrawn
+    saved = np.array([joint.index[n] for n in plan.saved])
+    assert simulate(joint.graph, saveset_schedule(joint.graph, saved)).peak == plan.predicted_peak
+
+
+def test_lower_budgets_give_lower_peaks_and_more_recomputation(compiled) -> None:
+    peaks = [compiled[b].plan.emitted_peak for b in (1, 0.5, 0)]
+    costs = [compiled[b].plan.cost for b in (1, 0.5, 0)]
+    assert peaks[0] > peaks[1] > peaks[2]
+    assert costs[0] < costs[1] <= costs[2]
+
+
+def test_pytorch_own_saved_set_is_one_of_our_plans(gpt2) -> None:
+    """PyTorch's default partition, read back as a save set, is a valid plan of our joint Graph."""
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._dynamo.backends.debugging import get_nop_func
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+
+    from remat_models.torch.compiled import _decompositions
+    from remat_models.torch.joint import as_partitioned, joint_graph
+
+    model, tokens, targets, loss_fn, _ = gpt2
+    seen = {}
+
+    def default_partition(module, inputs, *, num_fwd_outputs, **kwargs):
+        as_partitioned(module)
+        joint = joint_graph(module, num_fwd_outputs)
+        forward, backward = min_cut_rematerialization_partition(
+            module, inputs, num_fwd_outputs=num_fwd_outputs, compiler="inductor", **kwargs
+        )
+        seen.update(joint=joint, saved=joint.saved_by(forward, num_fwd_outputs), order=(forward, backward))
+        return forward, backward
+
+    nop = get_nop_func()
+    backend = aot_autograd(
+        fw_compiler=nop, bw_compiler=nop, decompositions=_decompositions(), partition_fn=default_partition
+    )
+    torch.compile(lambda x, y: loss_fn(model(x), y), backend=backend)(tokens, targets)
+    graph = seen["joint"].graph
+    assert seen["saved"].size > 0
+    as_plan = simulate(graph, saveset_schedule(graph, seen["saved"]))  # a valid schedule of our Graph
+    theirs = simulate(graph, seen["joint"].emitted_schedule(*seen["order"]))
+    assert as_plan.peak > 0
+    ours = saveset_search(graph, theirs.peak)  # within PyTorch's peak, our plan costs no more (our cost model)
+    assert ours.peak <= theirs.peak and ours.cost <= theirs.total_cost
+
+
+def test_inductor_route_with_dropout_matches_eager(gpt2) -> None:
+    model, tokens, targets, loss_fn, (eager_loss, eager_grads) = gpt2
+    step = rt.compile(model, tokens, loss_fn, targets, activation_budget=0.5)
+    loss, grads = _grads(model, lambda: step(tokens, targets))
+    assert step.plan is not None and step.plan.emitted_peak <= step.plan.budget
+    torch.testing.assert_close(loss, eager_loss)
+    for got, want in zip(grads, eager_grads, strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"budget": "50%", "activation_budget": 0.5}, "exactly one"),
+        ({}, "exactly one"),
+        ({"activation_budget": 1.5}, "in \\[0, 1\\]"),
+        ({"activation_budget": 0.5, "backend": "tvm"}, "unknown backend 'tvm'"),
+    ],
+)
+def test_bad_arguments_are_configuration_errors(gpt2, kwargs: dict, message: str) -> None:
+    model, tokens, targets, loss_fn, _ = gpt2
+    with pytest.raises(ConfigurationError, match=message):
+        rt.compile(model, tokens, loss_fn, targets, **kwargs)
+
+
+@pytest.mark.parametrize("share", [1, 0.5, 0])
+def test_sac_policy_gradients_bit_identical_with_dropout(gpt2, share: float) -> None:
+    model, tokens, targets, loss_fn, (eager_loss, eager_grads) = gpt2
+    plan = rt.sac_plan(model, tokens, loss_fn, targets, activation_budget=share)
+    run = rt.checkpointed(model, plan)
+    loss, grads = _grads(model, lambda: loss_fn(run(tokens), targets))
+    assert torch.equal(loss, eager_loss)
+    assert all(torch.equal(got, want) for got, want in zip(grads, eager_grads, strict=True))
+    graph = plan.torch_graph.graph
+    assert plan.predicted_peak <= plan.budget
+    saved = np.array(sorted(plan.saved), dtype=np.int64)
+    assert simulate(graph, saveset_schedule(graph, saved, replay=True)).peak == plan.predicted_peak
+    computes = [v for v, node in enumerate(plan.torch_graph.fx_nodes) if node.op == "call_function"]
+    assert 0 < len(plan.saved) < len(computes)  # some values saved, others recomputed by the replay
+    assert plan.unmatched <= 1  # every op but one found at its place in the trace
