@@ -38,21 +38,6 @@ zoo = importlib.util.module_from_spec(_spec)
 sys.modules["remat_example_zoo"] = zoo
 _spec.loader.exec_module(zoo)
 
-# A size between the zoo's tiny (overhead-bound) and bench (too large for one CPU thread): 4 x 128 tokens.
-zoo.SIZES.setdefault(
-    "small",
-    {
-        "gpt2": {"n_layer": 2, "n_embd": 256, "n_head": 4, "vocab_size": 2048, "batch": 4, "seq": 128},
-        "bert": {"num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 4, "intermediate_size": 1024,
-                 "vocab_size": 2048, "batch": 4, "seq": 128},
-        "llama": {"num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 4, "num_key_value_heads": 2,
-                  "intermediate_size": 688, "vocab_size": 2048, "batch": 4, "seq": 128},
-        "vit": {"num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 4, "intermediate_size": 1024,
-                "image_size": 64, "patch_size": 8, "batch": 8},
-        "resnet": {"embedding_size": 32, "hidden_sizes": [32, 64, 128, 256], "depths": [1, 1, 1, 1],
-                   "layer_type": "basic", "image_size": 64, "batch": 8},
-    },
-)  # fmt: skip
 
 
 def build(name: str, size: str, attention: str) -> zoo.Example:

@@ -41,18 +41,6 @@ BUDGETS = (1.0, 0.75, 0.5, 0.25, 0.1, 0.0)
 SEED = 1234
 MIB = 2**20
 ZOO_FILE = Path(__file__).resolve().parents[1] / "examples" / "zoo.py"
-# Bench-ish shapes that run in seconds a step on one CPU thread (zoo's "bench" sizes need a GPU).
-MID = {
-    "gpt2": {"n_layer": 2, "n_embd": 256, "n_head": 4, "vocab_size": 8192, "batch": 4, "seq": 128},
-    "bert": {"num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 4, "intermediate_size": 1024,
-             "vocab_size": 8192, "batch": 4, "seq": 128},
-    "llama": {"num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 4, "num_key_value_heads": 2,
-              "intermediate_size": 688, "vocab_size": 8192, "batch": 4, "seq": 128},
-    "vit": {"num_hidden_layers": 2, "hidden_size": 192, "num_attention_heads": 3, "intermediate_size": 768,
-            "image_size": 64, "patch_size": 8, "batch": 8},
-    "resnet": {"embedding_size": 32, "hidden_sizes": [64, 128, 256, 512], "depths": [1, 1, 1, 1],
-               "layer_type": "bottleneck", "image_size": 64, "batch": 8},
-}
 SYSTEMS = ("pytorch", "ours-matched", "ours-compile", "ours-sac")
 DROPOUT = 0.1  # the "-dropout" variants set every nn.Dropout to this and train
 
@@ -73,12 +61,11 @@ class Row:
 
 
 def load_zoo() -> Any:
-    """examples/zoo.py as a module, with the bench-ish ``mid`` size added."""
+    """examples/zoo.py as a module (its ``mid`` size: bench-ish shapes that run in seconds on one CPU thread)."""
     spec = importlib.util.spec_from_file_location("remat_example_zoo", ZOO_FILE)
     zoo = importlib.util.module_from_spec(spec)
     sys.modules["remat_example_zoo"] = zoo
     spec.loader.exec_module(zoo)
-    zoo.SIZES["mid"] = MID
     return zoo
 
 

@@ -2,9 +2,10 @@
 
 GPT-2, BERT, LLaMA, ViT and ResNet built from configs (``transformers`` is the ``hf`` extra), each as
 ``(model, inputs, targets, loss_fn)`` like ``examples/models.py``; the models return ``ModelOutput``
-objects and the losses read ``output.logits``. Two sizes: ``tiny`` (tests, seconds on a CPU) and
-``bench`` (activation-heavy training shapes: batch x sequence as in training; the graphs are traced
-with fake tensors, so only the weights take real memory).
+objects and the losses read ``output.logits``. Sizes: ``tiny`` (tests, seconds on a CPU),
+``small`` and ``mid`` (2 layers, 4 x 128 tokens: steps a CPU thread runs in well under a second; the
+compiled-step and vs-PyTorch benchmarks) and ``bench`` (activation-heavy training shapes: batch x sequence
+as in training; the graphs are traced with fake tensors, so only the weights take real memory).
 
   remat graph from-torch examples/zoo.py:gpt2 --batch 2 -o gpt2.json    # tiny, one model
   python examples/zoo.py -o benchmarks/zoo                               # every model at bench size
@@ -57,6 +58,30 @@ SIZES: dict[str, dict[str, dict[str, Any]]] = {
                 "image_size": 16, "patch_size": 4, "batch": 2},
         "resnet": {"embedding_size": 8, "hidden_sizes": [8, 16], "depths": [1, 1], "layer_type": "basic",
                    "image_size": 32, "batch": 2},
+    },
+    # Between tiny (overhead-bound) and bench (too large for one CPU thread): benchmarks/compiled_step.py.
+    "small": {
+        "gpt2": {"n_layer": 2, "n_embd": 256, "n_head": 4, "vocab_size": 2048, "batch": 4, "seq": 128},
+        "bert": {"num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 4, "intermediate_size": 1024,
+                 "vocab_size": 2048, "batch": 4, "seq": 128},
+        "llama": {"num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 4, "num_key_value_heads": 2,
+                  "intermediate_size": 688, "vocab_size": 2048, "batch": 4, "seq": 128},
+        "vit": {"num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 4, "intermediate_size": 1024,
+                "image_size": 64, "patch_size": 8, "batch": 8},
+        "resnet": {"embedding_size": 32, "hidden_sizes": [32, 64, 128, 256], "depths": [1, 1, 1, 1],
+                   "layer_type": "basic", "image_size": 64, "batch": 8},
+    },
+    # Bench-ish shapes that run in seconds a step on one CPU thread: benchmarks/vs_pytorch.py.
+    "mid": {
+        "gpt2": {"n_layer": 2, "n_embd": 256, "n_head": 4, "vocab_size": 8192, "batch": 4, "seq": 128},
+        "bert": {"num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 4, "intermediate_size": 1024,
+                 "vocab_size": 8192, "batch": 4, "seq": 128},
+        "llama": {"num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 4, "num_key_value_heads": 2,
+                  "intermediate_size": 688, "vocab_size": 8192, "batch": 4, "seq": 128},
+        "vit": {"num_hidden_layers": 2, "hidden_size": 192, "num_attention_heads": 3, "intermediate_size": 768,
+                "image_size": 64, "patch_size": 8, "batch": 8},
+        "resnet": {"embedding_size": 32, "hidden_sizes": [64, 128, 256, 512], "depths": [1, 1, 1, 1],
+                   "layer_type": "bottleneck", "image_size": 64, "batch": 8},
     },
     "bench": {
         "gpt2": {"n_layer": 12, "n_embd": 768, "n_head": 12, "vocab_size": 50257, "batch": 8, "seq": 1024},
