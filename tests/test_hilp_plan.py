@@ -53,9 +53,10 @@ def test_cli_solve_with_hilp(tmp_path) -> None:
 def test_export_needs_the_flat_model(tmp_path) -> None:
     path = tmp_path / "chain.json"
     write_graph(linear_chain(4), path)
-    refused = remat("export", path, "-b", "4", "-f", "hilp", "--format", "lp", "-o", tmp_path / "h.lp")
+    hierarchical = ["-O", "partition=true", "--format", "lp"]
+    refused = remat("export", path, "-b", "4", "-f", "hilp", *hierarchical, "-o", tmp_path / "h.lp")
     assert refused.returncode != 0 and "partition=false" in refused.stdout + refused.stderr
-    flat_options = ["-O", "partition=false", "--format", "lp"]
-    flat = remat("export", path, "-b", "4", "-f", "hilp", *flat_options, "-o", tmp_path / "f.lp")
-    assert flat.returncode == 0, flat.stderr
-    assert (tmp_path / "f.lp").read_text().strip().lower().endswith("end")
+    for options in (["-O", "partition=false"], []):  # partition=auto (the default) is flat on a small graph
+        flat = remat("export", path, "-b", "4", "-f", "hilp", *options, "--format", "lp", "-o", tmp_path / "f.lp")
+        assert flat.returncode == 0, flat.stderr
+        assert (tmp_path / "f.lp").read_text().strip().lower().endswith("end")

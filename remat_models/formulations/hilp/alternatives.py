@@ -16,6 +16,7 @@ translates to every identical cluster by index. Measured from the local run
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,6 +41,12 @@ class ClusterOption:
     peak: int  # simulated peak of the whole local run (interfaces included)
     profile_fwd: Profile = ()
     profile_bwd: Profile = ()
+    origin: str = "grid"  # "base" (autograd, recompute), "warm" (induced by a warm start) or "grid" (an ILP's)
+
+    @property
+    def kept(self) -> bool:
+        """Whether selection and pruning always keep the option (base and warm-start options)."""
+        return self.origin != "grid"
 
 
 @dataclass(frozen=True)
@@ -59,7 +66,8 @@ class _Step:
     reads: list[int]
 
 
-def _local_run(lg: LocalGraph, fwd: list[int], bwd: list[int]) -> list[int]:
+def local_run(lg: LocalGraph, fwd: Sequence[int], bwd: Sequence[int]) -> list[int]:
+    """The local compute sequence of an option: in-data sources, fwd, ``l_C``, out-grad sources, bwd."""
     outgrads = list(range(lg.loss + 1, int(lg.backward[0]) if lg.backward.size else lg.graph.n))
     return [*range(lg.n_in), *fwd, lg.loss, *outgrads, *bwd]
 
@@ -117,9 +125,9 @@ def _profile(lg: LocalGraph, steps: list[_Step], inputs: set[int], outputs: set[
     return tuple(sorted(kept))
 
 
-def measure(lg: LocalGraph, fwd: list[int], bwd: list[int]) -> ClusterOption:
+def measure(lg: LocalGraph, fwd: list[int], bwd: list[int], origin: str = "grid") -> ClusterOption:
     """Measure the option (fwd, bwd) of ``lg`` (local indices) by one eager-free run."""
-    seq = _local_run(lg, fwd, bwd)
+    seq = local_run(lg, fwd, bwd)
     n_og = len(seq) - len(bwd) - lg.n_in - len(fwd) - 1
     phases = ["pre"] * lg.n_in + ["fwd"] * len(fwd) + ["loss"] + ["og"] * n_og + ["bwd"] * len(bwd)
     steps, schedule, peak = _walk(lg, seq, phases)
@@ -141,6 +149,7 @@ def measure(lg: LocalGraph, fwd: list[int], bwd: list[int]) -> ClusterOption:
         peak=peak,
         profile_fwd=_profile(lg, fsteps, set(range(lg.n_in)), out_data, phantom),
         profile_bwd=_profile(lg, bsteps, dep, in_grads, 0),
+        origin=origin,
     )
 
 
@@ -172,7 +181,39 @@ def fast_forward(lg: LocalGraph) -> FastForward:
 def base_options(lg: LocalGraph) -> list[ClusterOption]:
     """Option 0 "autograd" (fwd V, bwd W) and option 1 "recompute" (fwd V, bwd V + W) when V is recomputable."""
     V, W = lg.forward.tolist(), lg.backward.tolist()
-    options = [measure(lg, V, W)]
+    options = [measure(lg, V, W, "base")]
     if W and lg.graph.recomputable[lg.forward].all():
-        options.append(measure(lg, V, V + W))
+        options.append(measure(lg, V, V + W, "base"))
     return options
+
+
+def once_ok(lg: LocalGraph, fwd: Sequence[int], bwd: Sequence[int]) -> bool:
+    """Whether every non-recomputable node of the cluster is computed exactly once."""
+    counts = np.bincount(np.array([*fwd, *bwd], dtype=np.int64), minlength=lg.graph.n)
+    fixed = ~lg.graph.recomputable & ~lg.is_source
+    fixed[lg.loss] = False
+    return bool((counts[fixed] == 1).all())
+
+
+def pareto(lg: LocalGraph, options: list[ClusterOption]) -> list[ClusterOption]:
+    """``options`` without those another one dominates; the base options are always kept.
+
+    One dominates another with no more cost, phantom, overheads, peak or depB values, and less of one of them.
+    """
+    cost = lg.graph.cost
+
+    def metrics(o: ClusterOption) -> tuple[float, ...]:
+        return (float(cost[list(o.fwd) + list(o.bwd)].sum()), o.phantom, o.m_fwd, o.m_bwd, o.peak)
+
+    measured = [(o, metrics(o), set(o.dep)) for o in options]
+
+    def dominated(o: ClusterOption, m: tuple[float, ...], dep: set[int]) -> bool:
+        return any(
+            other is not o
+            and dep2 <= dep
+            and all(a <= b for a, b in zip(m2, m, strict=True))
+            and (m2, dep2) != (m, dep)
+            for other, m2, dep2 in measured
+        )
+
+    return [o for o, m, dep in measured if o.origin == "base" or not dominated(o, m, dep)]

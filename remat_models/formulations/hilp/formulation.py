@@ -1,7 +1,8 @@
 """The ``hilp`` formulation: H-ILP's level model (:mod:`.level`) plus the hierarchical HiREmate solve (:mod:`.solver`).
 
-With ``partition`` off it is the flat model solved once; with it on (the default) ``build`` defers and ``solve``
-runs H-Partition, the cluster alternatives bottom-up and H-ILP at the top.
+With ``partition`` off (or "auto", the default, on a graph of at most ``flat_max_nodes`` nodes) it is the flat
+model solved once; otherwise ``build`` defers and ``solve`` runs H-Partition, the cluster alternatives bottom-up,
+H-ILP at the top and the refinement, from the warm start (``init``).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ class Hilp(HilpLevel):
         if not isinstance(built, HilpDeferred):
             return super().solve(built, backend, limits, init)
         started = time.perf_counter()
-        result = HierarchicalSolver(built.graph, built.budget, backend, built.options, limits).run()
+        result = HierarchicalSolver(built.graph, built.budget, backend, built.options, limits).run(init)
         return SolveOutcome.of(
             graph=built.graph,
             schedule=result.schedule,

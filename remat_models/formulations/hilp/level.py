@@ -116,7 +116,7 @@ class HilpLevel(FormulationBase):
     def build(self, graph: Graph, budget: int, options: HilpOptions | Mapping[str, Any] | None = None) -> BuiltModel:
         """The flat H-ILP of ``graph`` (one single-node option per node), or a deferred hierarchical request."""
         opts = self.options(options)
-        if opts.hierarchical:
+        if opts.hierarchical(graph.n):
             placeholder = _LevelByLevel(f"hilp:{graph.name}")
             return HilpDeferred(placeholder, graph, int(budget), Units(), formulation=self.name, options=opts)
         loss = next((v for v in graph.order.tolist() if graph.kind[v] == "loss"), None)
@@ -221,8 +221,13 @@ class _Builder:
         hazard, free = self._frees()
         step, const, first, overhead = self._memory(free)
         m.set_objective(R.cols, self.costs[np.nonzero(self.r_mask)[1]])
-        log.info("hilp model of %s: %d columns, %d rows, %d nonzeros", self.h.graph.name, m.num_cols, m.num_rows,
-                 m.num_nonzeros)
+        log.info(
+            "hilp model of %s: %d columns, %d rows, %d nonzeros",
+            self.h.graph.name,
+            m.num_cols,
+            m.num_rows,
+            m.num_nonzeros,
+        )
         return HilpModel(
             model=m,
             graph=self.h.graph,

@@ -19,8 +19,8 @@ PARTITION_KEYS = ("max_leaf", "max_top", "alpha")
 class HilpOptions:
     """H-ILP options: one flat model, or H-Partition, cluster options bottom-up and H-ILP at the top.
 
-    ``partition`` False/None: one flat model; True (default) or a mapping of ``max_leaf``/
-    ``max_top``/``alpha``: the hierarchical solve.
+    ``partition`` False/None: one flat model; True or a mapping of ``max_leaf``/``max_top``/``alpha``: the
+    hierarchical solve; "auto" (default): flat up to ``flat_max_nodes`` nodes, hierarchical above.
 
     Defaults follow the spec's CPU profile (section 3.3): M^l = 12, M^t = 20, a 3 x 3 budget grid
     per distinct cluster, 30 s per option ILP. ``correction``: the corrected memory rows (10c) at
@@ -33,16 +33,18 @@ class HilpOptions:
     loss_once: bool = True
     save: int | None = None  # bytes: cap on memory in the loss stage (cluster subproblems)
     correction: str = "top"
-    partition: Any = True
+    partition: Any = "auto"
+    flat_max_nodes: int = 100  # partition="auto": graphs of at most this many nodes are solved flat
     max_leaf: int = 12
     max_top: int = 20
     alpha: float = 0.5
-    identical: str = "exact"  # or "shape": identical clusters up to costs
+    identical: str = "shape"  # clusters equal up to costs share options (costs re-summed per member); or "exact"
     nb_peak: int = 3
     nb_save: int = 3
     max_options: int = 100
     level_time_limit: float = 30.0
     options_time_limit: float | None = None  # all option ILPs together (None: a share of the total limit)
+    warm: bool = True  # hierarchical: a FastSA warm start when the given one does not fit
 
     def validated(self) -> HilpOptions:
         """Self with a ``partition`` mapping folded into the fields, after range checks."""
@@ -53,16 +55,21 @@ class HilpOptions:
                 raise ConfigurationError(f"unknown hilp partition key(s) {unknown}; known: {list(PARTITION_KEYS)}")
             check_option_types(HilpOptions, self.partition, "hilp partition")
             value = replace(self, partition=True, **dict(self.partition))
-        elif self.partition not in (True, False, None):
-            raise ConfigurationError(f"hilp partition must be true, false or a mapping, got {self.partition!r}")
+        elif self.partition not in (True, False, None, "auto"):
+            raise ConfigurationError(f"hilp partition must be true, false, auto or a mapping, got {self.partition!r}")
         if value.correction not in CORRECTIONS:
             choices = ", ".join(CORRECTIONS)
             raise ConfigurationError(f"hilp correction must be one of {choices}, got {value.correction!r}")
         if value.identical not in ("exact", "shape"):
             raise ConfigurationError(f"hilp identical must be 'exact' or 'shape', got {value.identical!r}")
-        if value.max_leaf < 2 or value.max_top < 1 or value.nb_peak < 1 or value.nb_save < 1 or value.max_options < 1:
+        if (
+            min(value.max_top, value.nb_peak, value.nb_save, value.max_options) < 1
+            or value.max_leaf < 2
+            or value.flat_max_nodes < 0
+        ):
             raise ConfigurationError(
-                "hilp needs max_leaf >= 2, max_top >= 1, nb_peak >= 1, nb_save >= 1, max_options >= 1"
+                "hilp needs max_leaf >= 2, max_top >= 1, nb_peak >= 1, nb_save >= 1, max_options >= 1, "
+                "flat_max_nodes >= 0"
             )
         if not 0.0 < value.cost_precision < 1.0:
             raise ConfigurationError(f"hilp cost_precision must lie in (0, 1), got {value.cost_precision}")
@@ -70,10 +77,9 @@ class HilpOptions:
         check_time_limit(value.options_time_limit, "hilp options_time_limit")
         return value
 
-    @property
-    def hierarchical(self) -> bool:
-        """Whether the solve partitions the graph (False: one flat model)."""
-        return bool(self.partition)
+    def hierarchical(self, nodes: int) -> bool:
+        """Whether the solve of a graph of ``nodes`` nodes partitions it (False: one flat model)."""
+        return nodes > self.flat_max_nodes if self.partition == "auto" else bool(self.partition)
 
     @classmethod
     def of(cls, options: HilpOptions | Mapping[str, Any] | None) -> HilpOptions:

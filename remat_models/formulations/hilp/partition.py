@@ -27,7 +27,6 @@ from remat_models.formulations.hilp.layers import forward_mask, pair_layers
 log = logging.getLogger(__name__)
 
 
-
 @dataclass(frozen=True)
 class PartitionOptions:
     """H-Partition parameters (defaults of rkgb's ``PartitionerBottomToTop``; ``can_use_rotor`` is off)."""
@@ -275,11 +274,7 @@ class _Round:
         leaves = {v for i in atoms for v in _leaves(self.items[i])}
         mem = self.graph.mem
         producers = {p for q in leaves for p in self.leaf_preds.get(q, ()) if p not in leaves}
-        outs = [
-            q
-            for q in leaves
-            if self.model_output[q] or any(s not in leaves for s in self.leaf_succs.get(q, ()))
-        ]
+        outs = [q for q in leaves if self.model_output[q] or any(s not in leaves for s in self.leaf_succs.get(q, ()))]
         size = float(sum(int(mem[p]) for p in producers) + sum(int(mem[q]) for q in outs))
         return size * len(leaves) ** self.opts.alpha
 

@@ -16,10 +16,11 @@ eagerly and re-simulated: the returned schedule's peak is the simulator's, never
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -34,6 +35,8 @@ from remat_models.formulations.hilp.alternatives import (
     base_options,
     fast_forward,
     measure,
+    once_ok,
+    pareto,
 )
 from remat_models.formulations.hilp.backward import backward_sets
 from remat_models.formulations.hilp.graph import LayerSpec, Part, build_hgraph
@@ -42,6 +45,8 @@ from remat_models.formulations.hilp.level import HILP_LEVEL, HilpModel
 from remat_models.formulations.hilp.local import LocalGraph, local_graph
 from remat_models.formulations.hilp.options import HilpOptions
 from remat_models.formulations.hilp.partition import Cluster, Partition, PartitionOptions, h_partition
+from remat_models.formulations.hilp.refine import Move, refine
+from remat_models.formulations.hilp.warm import Start, fitting_start, halves, induced
 from remat_models.model import constructs
 
 log = logging.getLogger(__name__)
@@ -50,6 +55,8 @@ log = logging.getLogger(__name__)
 HierarchyOptions = HilpOptions  # the hierarchical solve takes the formulation's options
 OPTIONS_SHARE = 0.6  # of a total time limit, what option ILPs may use (the top level gets the rest)
 MIN_ILP_SECONDS = 0.5  # the least time an option ILP gets under a total limit
+RELAX = (1.02, 1.05, 1.1)  # budget multiples the top is solved at again while its time lasts (kept if it fits)
+REFINE_SHARE = 0.1  # of a total time limit, what the top ILP leaves to the refinement (which also gets its leftover)
 
 
 def _partition_options(opts: HilpOptions) -> PartitionOptions:
@@ -70,6 +77,11 @@ class HierarchicalResult:
     top: HilpModel | None = None
     top_solve_time: float = 0.0
     model_peak: float | None = None
+    top_status: str = ""
+    top_cost: float | None = None  # simulated total cost of the top level's own schedule
+    reason: str | None = None  # why there is no top-level schedule
+    returned_warm_start: bool = False
+    refined: int = 0  # refinement moves kept (each a cheaper option swapped into the incumbent)
 
     @property
     def ilps(self) -> int:
@@ -86,6 +98,11 @@ class HierarchicalResult:
             "ilps": self.ilps,
             "ilp_time_s": float(sum(t for _, t, _ in self.ilp_times)),
             "top_solve_time_s": self.top_solve_time,
+            "top_status": self.top_status,
+            "top_cost": self.top_cost,
+            "returned_warm_start": self.returned_warm_start,
+            "refined": self.refined,
+            **({} if self.reason is None else {"reason": self.reason}),
         }
 
 
@@ -121,7 +138,9 @@ class HierarchicalSolver:
         self.locals: dict[Cluster, LocalGraph] = {}
         self.ilp_times: list[tuple[str, float, str]] = []
         self.deadline: float | None = None
+        self.started = time.perf_counter()  # reset by run()
         self.unsolved: set[str] = set()  # keys of the clusters with a backward part whose options are not solved
+        self.warm: dict[str, list[tuple[tuple[int, ...], tuple[int, ...]]]] = {}  # key -> options a start induces
 
     # ------------------------------------------------------------------ helpers
     def _local(self, cluster: Cluster) -> LocalGraph:
@@ -179,22 +198,30 @@ class HierarchicalSolver:
         if key in self.solved:
             return
         options = base_options(lg)
+        seen = {(o.fwd, o.bwd) for o in options}
+        for fwd, bwd in self.warm.get(key, ()):
+            if (fwd, bwd) not in seen:
+                seen.add((fwd, bwd))
+                options.append(measure(lg, list(fwd), list(bwd), "warm"))
         self.solved[key] = _Solved(lg, options, fast_forward(lg))
         if lg.backward.size == 0:
             return
         self.unsolved.discard(key)
+        self._grid(cluster, lg, options, seen)
+        self.solved[key].options = pareto(lg, options)
+
+    def _grid(self, cluster: Cluster, lg: LocalGraph, options: list[ClusterOption], seen: set) -> None:
+        """Options of ``lg`` from H-ILP solves over a grid of (peak, save) budgets, appended to ``options``."""
         cluster_deadline = self._cluster_deadline()
         subs = [m for m in cluster.members if isinstance(m, Cluster)]
         index = {int(g): i for i, g in enumerate(lg.gid.tolist()) if g >= 0}
         for sub in subs:  # the children's layers refer to this local graph by its own ids
             self.key_of.setdefault(sub, self._local(sub).key(self.opts.identical))
-        layers = [self.layer(sub, index) for sub in subs]
-        layers = self._select(layers, budget=None)
+        layers = self._select(subs, index, budget=None)
         hg = build_hgraph(lg.graph, layers, loss=lg.loss)
         interface = int(lg.graph.mem[: lg.n_in].sum() + lg.graph.mem[lg.out_data].sum())
         low = max(lg.graph.lower_bound, interface)
         high = max(o.peak for o in options)
-        seen = {(o.fwd, o.bwd) for o in options}
         for peak in np.unique(np.linspace(low, high, self.opts.nb_peak).astype(np.int64)):
             for save in np.unique(np.linspace(interface, peak, self.opts.nb_save).astype(np.int64))[::-1]:
                 if cluster_deadline is not None and time.perf_counter() > cluster_deadline:  # never past the deadline
@@ -209,7 +236,7 @@ class HierarchicalSolver:
                 if not result.has_solution:
                     break
                 fwd, bwd = _split(lg, built.sequence(result.values))
-                if (fwd, bwd) not in seen and _once_ok(lg, fwd, bwd):
+                if (fwd, bwd) not in seen and once_ok(lg, fwd, bwd):
                     seen.add((fwd, bwd))
                     options.append(measure(lg, list(fwd), list(bwd)))
 
@@ -223,17 +250,22 @@ class HierarchicalSolver:
         now = time.perf_counter()
         return now + max(0.0, self.deadline - now) / (1 + len(self.unsolved))
 
-    def _select(self, layers: list[LayerSpec], budget: int | None) -> list[LayerSpec]:
-        """At most ``max_options`` options in all, split by |V|; farthest-point on the phantom from option 0."""
+    def _select(self, clusters: list[Cluster], index: dict[int, int], budget: int | None) -> list[LayerSpec]:
+        """The layers of ``clusters`` at a level (``index``: global id -> level index), ``max_options`` options in all.
+
+        The quota is split by |V|: the base and warm-start options, then farthest-point on the phantom from option 0.
+        """
+        layers = [self.layer(c, index) for c in clusters]
         sizes = np.array([len(layer.forward) for layer in layers], dtype=np.float64)
         if not layers:
             return layers
         quota = np.maximum(1, np.floor(self.opts.max_options * sizes / sizes.sum())).astype(int)
         picked = []
-        for layer, cap in zip(layers, quota, strict=True):
+        for cluster, layer, cap in zip(clusters, layers, quota, strict=True):
             p = np.array([part.phantom for part in layer.fwd], dtype=np.float64)
             keep = [i for i in range(p.size) if budget is None or p[i] <= budget] or [0]
-            chosen = [keep[0]]
+            kept = self.solved[self.key_of[cluster]].options
+            chosen = [keep[0], *(i for i in keep[1:] if kept[i].kept)]
             while len(chosen) < min(cap, len(keep)):
                 rest = [i for i in keep if i not in chosen]
                 far = max(rest, key=lambda i: min(abs(p[i] - p[j]) for j in chosen))
@@ -246,54 +278,128 @@ class HierarchicalSolver:
 
     # ---------------------------------------------------------------------- top
     def run(self, init: Schedule | None = None) -> HierarchicalResult:
-        """Partition, options bottom-up, top-level H-ILP; the schedule is eagerly freed and simulated."""
+        """Partition, warm start, options bottom-up, top-level H-ILP; the schedule is eagerly freed and simulated.
+
+        The status is never a proof: FEASIBLE when the top level found a combination of options (``top_status``
+        in the summary says whether it is optimal among them), NO_SOLUTION (with ``reason``) when it found none.
+        The schedule is the cheaper of the top's and the warm start's (``init`` if it fits, else FastSA's).
+        """
         if self.budget < self.graph.lower_bound:
             raise BudgetInfeasibleError(
                 f"budget {self.budget} B is below the lower bound {self.graph.lower_bound} B of {self.graph.name!r}",
                 budget=self.budget,
                 lower_bound=self.graph.lower_bound,
             )
-        started = time.perf_counter()
+        started = self.started = time.perf_counter()
+        total = self.limits.time_limit
+        start = fitting_start(self.graph, self.budget, init, total, self.limits.seed, self.opts.warm)
         partition = h_partition(self.graph, _partition_options(self.opts))
         self.backward = backward_sets(self.graph, partition, self.owner)
-        total = self.limits.time_limit
         if self.opts.options_time_limit is not None:
             self.deadline = started + self.opts.options_time_limit
         elif total is not None:
             self.deadline = started + OPTIONS_SHARE * total
-        self.unsolved = {
-            self._local(c).key(self.opts.identical) for c in partition.clusters() if self._local(c).backward.size
-        }
+        clusters = partition.clusters()
+        self.unsolved = {self._local(c).key(self.opts.identical) for c in clusters if self._local(c).backward.size}
+        split = None if start is None else halves(self.graph, start.schedule)
+        for cluster in clusters if split is not None else ():
+            option = induced(self._local(cluster), split)
+            if option is not None:
+                self.warm.setdefault(self._local(cluster).key(self.opts.identical), []).append(option)
         for member in partition.top:
             if isinstance(member, Cluster):
                 self.solve_cluster(member)
         index = {v: v for v in range(self.graph.n)}
-        layers = [self.layer(m, index) for m in partition.top if isinstance(m, Cluster)]
-        layers = self._select(layers, self.budget)
+        layers = self._select([m for m in partition.top if isinstance(m, Cluster)], index, self.budget)
         loss = next((v for v in self.graph.order.tolist() if self.graph.kind[v] == NodeKind.LOSS), None)
         opts = {"integral_memory": self.integral, "correction": self.opts.correction}
-        built = HILP_LEVEL.build_level(build_hgraph(self.graph, layers, loss=loss), self.budget, opts)
-        top_limit = None if total is None else max(1.0, started + total - time.perf_counter())
-        result = self._solve(built, top_limit, "top")
+        hgraph = build_hgraph(self.graph, layers, loss=loss)
+        built = HILP_LEVEL.build_level(hgraph, self.budget, opts)
+        end = None if total is None else started + (1 - REFINE_SHARE) * total
+        result = self._solve(built, None if end is None else max(1.0, end - time.perf_counter()), "top")
         log.info("hilp top of %s: %s after %d ILPs", self.graph.name, result.status.value, len(self.ilp_times))
-        schedule = simulation = objective = model_peak = None
-        if result.has_solution:
-            schedule = eager_frees(self.graph, built.sequence(result.values))
-            simulation = simulate(self.graph, schedule)
-            objective = built.cost(result.objective)
-            model_peak = built.peak_bound(result.values)
+        found = self._found(built, result)
+        for factor in RELAX:  # the top's accounting is conservative: a relaxed top's schedule may still fit
+            left = None if end is None else end - time.perf_counter()
+            if left is not None and left < 1.0:
+                break
+            relaxed = HILP_LEVEL.build_level(hgraph, int(self.budget * factor), opts)
+            attempt = self._found(relaxed, self._solve(relaxed, left, f"top@{factor}"))
+            if attempt is None or not attempt.simulation.fits(self.budget):
+                break
+            if found is None or attempt.simulation.total_cost < found.simulation.total_cost:
+                found = attempt
+        return self._result(partition, built, result, found, start)
+
+    def _found(self, built: HilpModel, result: Any) -> _Found | None:
+        """The eagerly freed, simulated schedule of a top solve (None without a solution)."""
+        if not result.has_solution:
+            return None
+        schedule = eager_frees(self.graph, built.sequence(result.values))
+        return _Found(schedule, simulate(self.graph, schedule), built.peak_bound(result.values))
+
+    def _result(
+        self, partition: Partition, built: HilpModel, top: Any, found: _Found | None, start: Start | None
+    ) -> HierarchicalResult:
+        """The honest outcome: the cheapest of the top's schedule and the warm start, each refined; never a proof.
+
+        FEASIBLE when the top level found a schedule or the refinement improved the warm start; NO_SOLUTION
+        (with the reason) otherwise, returning the warm start when there is one.
+        """
+        reason = None
+        if found is None or not found.simulation.fits(self.budget):
+            reason = f"the top level found no combination of the cluster options within the budget ({top.status.value})"
+            found = None
+        top_cost = None if found is None else found.simulation.total_cost
+        end = self.started + self.limits.time_limit if self.limits.time_limit is not None else math.inf
+        moves = self._moves(partition)
+        refined, warm = 0, False
+        for incumbent, from_start in ((found, False), (start, True)):  # each refined; the cheapest is kept
+            if incumbent is None:
+                continue
+            schedule, simulation, kept = refine(
+                self.graph, self.budget, incumbent.schedule, incumbent.simulation, moves, end
+            )
+            if found is None or simulation.total_cost < found.simulation.total_cost:
+                model_peak = float(simulation.peak) if kept or from_start else incumbent.model_peak
+                found, refined, warm = _Found(schedule, simulation, model_peak), kept, from_start and not kept
         return HierarchicalResult(
-            status=result.status,
-            schedule=schedule,
-            simulation=simulation,
-            objective=objective,
-            bound=built.cost(result.bound),
+            status=SolveStatus.FEASIBLE if reason is None or refined else SolveStatus.NO_SOLUTION,
+            schedule=None if found is None else found.schedule,
+            simulation=None if found is None else found.simulation,
+            objective=None if found is None else found.simulation.total_cost,
+            bound=built.cost(top.bound),
             partition=partition,
             ilp_times=self.ilp_times,
             top=built,
-            top_solve_time=float(result.wall_time),
-            model_peak=model_peak,
+            top_solve_time=float(top.wall_time),
+            model_peak=None if found is None else found.model_peak,
+            top_status=top.status.value,
+            top_cost=top_cost,
+            reason=reason,
+            returned_warm_start=warm,
+            refined=refined,
         )
+
+    def _moves(self, partition: Partition) -> list[Move]:
+        """A refinement move per cluster with a backward part: its options' backward parts in global ids."""
+        moves = []
+        for cluster in partition.clusters():
+            backward = self.backward[cluster]
+            if not backward.size:
+                continue
+            gid = self._local(cluster).gid
+            parts = {tuple(int(gid[i]) for i in o.bwd) for o in self.solved[self.key_of[cluster]].options}
+            ordered = sorted(parts, key=lambda part: float(self.graph.cost[list(part)].sum()))
+            members = frozenset([*cluster.nodes, *backward.tolist()])
+            moves.append(Move(members, frozenset(backward.tolist()), tuple(ordered)))
+        return moves
+
+
+class _Found(NamedTuple):
+    schedule: Schedule
+    simulation: SimulationResult
+    model_peak: float
 
 
 def _split(lg: LocalGraph, sequence: list[int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -302,14 +408,6 @@ def _split(lg: LocalGraph, sequence: list[int]) -> tuple[tuple[int, ...], tuple[
     own = ~lg.is_source
     own[lg.loss] = False
     return tuple(v for v in sequence[:cut] if own[v]), tuple(v for v in sequence[cut + 1 :] if own[v])
-
-
-def _once_ok(lg: LocalGraph, fwd: tuple[int, ...], bwd: tuple[int, ...]) -> bool:
-    """Whether every non-recomputable node of the cluster is computed exactly once."""
-    counts = np.bincount(np.array([*fwd, *bwd], dtype=np.int64), minlength=lg.graph.n)
-    fixed = ~lg.graph.recomputable & ~lg.is_source
-    fixed[lg.loss] = False
-    return bool((counts[fixed] == 1).all())
 
 
 def solve_hierarchical(
