@@ -71,3 +71,16 @@ def test_cli_solver_options(tmp_path) -> None:
     assert no_pair.returncode != 0 and "NAME=VALUE" in no_pair.stderr
     heuristic = remat("solve", path, "-b", budget, "-m", "fastsa", "-S", "mip_rel_gap=0")
     assert heuristic.returncode != 0 and "--solver-option need --formulation" in heuristic.stderr
+
+
+def test_a_plan_file_records_the_whole_calls_wall_time_not_the_solvers() -> None:
+    from remat_models.core.schedule import input_order_peak
+    from remat_models.io.generators import linear_chain
+    from remat_models.planning.plan import plan
+
+    graph = linear_chain(6)
+    result = plan(graph, int(0.8 * input_order_peak(graph)), formulation="checkmate", backend="highs", time_limit=20)
+    assert simulate(graph, result.schedule).peak <= result.budget
+    metadata = result.metadata()
+    assert metadata["wall_time_s"] == result.wall_time
+    assert metadata["wall_time_s"] >= result.details["solve_time_s"]

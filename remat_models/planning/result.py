@@ -63,10 +63,15 @@ class PlanResult:
         return self.simulation.peak / self.reference_peak
 
     def metadata(self) -> dict[str, object]:
-        """JSON-ready summary stored beside a schedule on disk (infinities and NaN as None)."""
+        """JSON-ready summary stored beside a schedule on disk (infinities and NaN as None).
+
+        The plan's own fields win over the method's details of the same name (``wall_time_s`` is the whole
+        call's, not the solver's).
+        """
         sim = self.simulation
         return jsonable(
             {
+                **self.details,
                 "graph_name": self.graph_name,
                 "graph_hash": self.graph_hash,
                 "method": self.method,
@@ -78,7 +83,6 @@ class PlanResult:
                 "recomputations": None if sim is None else sim.recomputations,
                 "wall_time_s": self.wall_time,
                 **({} if self.interrupted_by is None else {"interrupted_by": self.interrupted_by.name}),
-                **self.details,
             }
         )
 
