@@ -1,17 +1,19 @@
 """Where offload pays: recompute-only vs keep/recompute/offload on the zoo graphs, PCIe-like and NVLink-like links.
 
 Usage: python benchmarks/offload_zoo.py [--models bert,gpt2,llama,resnet,vit] [--fractions 0.5,0.25,0.1]
-       [--time-limit 20] [--flops 400e12] [--out rows.jsonl] [--plot trade_off.png]
+       [--extra bert:0.35,vit:0.15] [--time-limit 30] [--flops 400e12] [--out rows.jsonl] [--plot trade_off.png]
        python benchmarks/offload_zoo.py --attempts llama   # FastSA's attempts/s with and without fetch units
 
 Costs in the zoo graphs are FLOPs, so a link of B bytes/s on a device of F FLOP/s moves B/F bytes per
 cost unit (``remat solve --transfer bw=25GB/s,flops=400e12``). Per graph and budget (a fraction of the
-input-order peak): the recompute-only plan is FastSA's (``plan(..., "fastsa")``). Under each link, FastSA
-with fetch units (App. B.3, ``plan(..., "fastsa", transfer=...)``) runs with the same time limit, then the
-three-way planner (:func:`remat_models.heuristics.three_way.three_way`, the same limit again) starts from
-the better of the two FastSA schedules: that is the plan with offload. Transfers overlap with compute
-(one copy stream per direction). Every schedule is simulated under the link's model. Prints a markdown
-table (docs/offload.md) and draws TDI against the budget with and without offload.
+input-order peak), each plan is ONE call with the time limit L, timed: *recompute only* is
+``plan(graph, budget, "auto", time_limit=L)``; under each link (transfers overlapped with compute, one
+copy stream per direction) *auto with offload* is ``plan(graph, budget, "auto", time_limit=L,
+transfer=link)`` and *three-way* is ``plan(..., "three-way", time_limit=L, transfer=link)``. Every
+schedule is simulated under the link's model. A row records its wall time against 1.1 L + 2 s, and an
+offload row whether its overhead (TDI: compute + exposed transfers) is <= the recompute-only plan's
+(or it fits where that one does not). Prints a markdown table (docs/offload.md) and draws TDI against
+the budget with and without offload.
 """
 
 from __future__ import annotations
@@ -30,11 +32,9 @@ from remat_models.core.schedule import (
     Schedule,
     SimulationResult,
     input_order_peak,
-    simulate,
 )
 from remat_models.core.transfer import TransferModel
 from remat_models.heuristics.fastsa import fastsa
-from remat_models.heuristics.three_way import three_way
 from remat_models.io import read_graph
 from remat_models.planning.plan import plan
 
@@ -65,51 +65,58 @@ def describe(graph: Graph, schedule: Schedule, sim: SimulationResult, budget: in
     }  # fmt: skip
 
 
+def timed(graph: Graph, budget: int, method: str, args: argparse.Namespace, **extra: object) -> dict:
+    """One ``plan()`` call with the time limit: its numbers and its wall time (s), against the limit's bound."""
+    started = time.perf_counter()
+    result = plan(graph, budget, method, time_limit=args.time_limit, allow_over_budget=True, **extra)  # type: ignore[arg-type]
+    seconds = time.perf_counter() - started
+    assert result.schedule is not None and result.simulation is not None
+    row = describe(graph, result.schedule, result.simulation, budget, seconds)
+    return {**row, "chosen": result.details.get("chosen"), "in_time": seconds <= 1.1 * args.time_limit + 2}
+
+
+def no_costlier(row: dict, reference: dict) -> bool:
+    """Whether ``row`` fits where ``reference`` does not, or fits as well at a TDI no higher."""
+    if not row["fits"]:
+        return not reference["fits"]
+    return not reference["fits"] or row["tdi"] <= reference["tdi"] + 1e-9
+
+
 def run(graph: Graph, fraction: float, args: argparse.Namespace) -> list[dict]:
-    """Rows for one graph and budget: recompute-only, then each link."""
+    """Rows for one graph and budget: recompute-only auto, then per link auto with offload and three-way."""
     reference = input_order_peak(graph)
     budget = int(fraction * reference)
     base = {"graph": graph.name, "fraction": fraction, "budget": budget, "lower_bound": graph.lower_bound}
     if budget < graph.lower_bound:
         return [{**base, "plan": "any", "status": "below lower bound"}]
-    started = time.perf_counter()
-    result = plan(graph, budget, "fastsa", time_limit=args.time_limit, allow_over_budget=True)
-    assert result.schedule is not None and result.simulation is not None
-    rows = [{**base, "plan": "recompute only",
-             **describe(graph, result.schedule, result.simulation, budget, time.perf_counter() - started)}]  # fmt: skip
+    recompute = timed(graph, budget, "auto", args)
+    rows = [{**base, "plan": "recompute only (auto)", **recompute}]
     for name, (bandwidth, latency) in LINKS.items():
         model = link_model(bandwidth, latency, args.flops)
-        started = time.perf_counter()
-        fetching = plan(graph, budget, "fastsa", time_limit=args.time_limit, allow_over_budget=True, transfer=model)
-        assert fetching.schedule is not None and fetching.simulation is not None
-        row = describe(graph, fetching.schedule, fetching.simulation, budget, time.perf_counter() - started)
-        rows.append({**base, "plan": f"FastSA flip fetch, {name}", **row})
-        init = min(
-            (fetching, result),
-            key=lambda r: (r.simulation.peak > budget, simulate(graph, r.schedule, model).total_cost),
-        )
-        started = time.perf_counter()
-        found = three_way(graph, budget, model, time_limit=args.time_limit, init=init.schedule)
-        row = describe(graph, found.schedule, found.simulation, budget, time.perf_counter() - started)
-        rows.append({**base, "plan": f"offload, {name}", **row})
+        for label, method in (("auto with offload", "auto"), ("three-way", "three-way")):
+            row = timed(graph, budget, method, args, transfer=model)
+            rows.append({**base, "plan": f"{label}, {name}", **row, "no_costlier": no_costlier(row, recompute)})
     return rows
 
 
 def table(rows: list[dict]) -> str:
     """Markdown table of the rows."""
     lines = [
-        "| graph | budget | plan | fits | TDI % | exposed transfer % | offloads / prefetches | moved | host peak | s |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| graph | budget | plan | fits | TDI % | exposed transfer % | offloads / prefetches | moved | host peak "
+        "| s | <= 1.1 L + 2 s | <= recompute only |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         head = f"| {r['graph']} | {100 * r['fraction']:.0f}% | {r['plan']} |"
         if "status" in r:
-            lines.append(f"{head} {r['status']} | - | - | - | - | - | - |")
+            lines.append(f"{head} {r['status']} | - | - | - | - | - | - | - | - |")
             continue
+        verdict = {True: "yes", False: "**no**", None: "-"}[r.get("no_costlier")]
+        in_time = "yes" if r["in_time"] else "**no**"
         lines.append(
             f"{head} {'yes' if r['fits'] else 'no'} | {r['tdi']:.2f} | {r['exposed_pct']:.2f} | "
             f"{r['offloads']} / {r['prefetches']} | {r['moved_bytes'] / 2**30:.2f} GiB | "
-            f"{r['host_peak'] / 2**30:.2f} GiB | {r['seconds']:.1f} |"
+            f"{r['host_peak'] / 2**30:.2f} GiB | {r['seconds']:.1f} | {in_time} | {verdict} |"
         )
     return "\n".join(lines)
 
@@ -124,7 +131,7 @@ def plot(rows: list[dict], path: Path) -> None:
     graphs = sorted({r["graph"] for r in rows})
     fig, axes = plt.subplots(1, len(graphs), figsize=(4 * len(graphs), 3.6), squeeze=False)
     for ax, name in zip(axes[0], graphs, strict=True):
-        for label, style in (("recompute only", "o-"), *((f"offload, {k}", "s--") for k in LINKS)):
+        for label, style in (("recompute only (auto)", "o-"), *((f"auto with offload, {k}", "s--") for k in LINKS)):
             points = sorted((100 * r["fraction"], r["tdi"]) for r in rows
                             if r["graph"] == name and r["plan"] == label and r.get("fits"))  # fmt: skip
             if points:
@@ -157,7 +164,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--models", default="bert,gpt2,llama,resnet,vit")
     parser.add_argument("--fractions", default="0.5,0.25,0.1")
-    parser.add_argument("--time-limit", type=float, default=20.0)
+    parser.add_argument("--extra", default="", help="more budgets per model, e.g. bert:0.35,vit:0.15")
+    parser.add_argument("--time-limit", type=float, default=30.0, help="seconds, for each plan() call")
     parser.add_argument("--flops", type=float, default=400e12, help="device FLOP/s (the graphs' cost unit per s)")
     parser.add_argument("--out", type=Path, default=None, help="also write the rows as JSON lines")
     parser.add_argument("--plot", type=Path, default=None, help="draw the trade-off here (png, svg)")
@@ -166,10 +174,15 @@ def main() -> None:
     if args.attempts is not None:
         attempt_rates(read_graph(ZOO / f"zoo_{args.attempts}.json"), args)
         return
+    extra: dict[str, list[float]] = {}
+    for item in filter(None, args.extra.split(",")):
+        model, _, fraction = item.partition(":")
+        extra.setdefault(model, []).append(float(fraction))
     rows: list[dict] = []
     for model in args.models.split(","):
         graph = read_graph(ZOO / f"zoo_{model}.json")
-        for fraction in (float(f) for f in args.fractions.split(",")):
+        fractions = sorted({*(float(f) for f in args.fractions.split(",")), *extra.get(model, [])}, reverse=True)
+        for fraction in fractions:
             rows += run(graph, fraction, args)
             if args.out is not None:
                 args.out.write_text("".join(json.dumps(r) + "\n" for r in rows))

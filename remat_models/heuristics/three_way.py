@@ -1,7 +1,7 @@
 """Three-way planner: each value is kept, recomputed or offloaded (torchtitan's saved-set decision, at scale).
 
 Recompute-only candidates come from the knapsack's saved-set sweep (each recomputable forward value
-kept or recomputed, :func:`knapsack_sequences`) and, when given, a warm start (e.g. FastSA's order).
+kept or recomputed, :func:`knapsack_sequences`) and, when given, warm starts (e.g. FastSA's orders).
 Each is then shaved with offloads until it fits: at the simulated peak, the values resident there
 but idle (read neither at that step nor until a later read) are paged over that idle gap, the
 largest first, until their bytes cover the excess: offloaded right after their first production
@@ -19,7 +19,7 @@ import bisect
 import logging
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,7 +47,7 @@ class ThreeWayOptions:
 
     transfer: TransferModel | None = None  # required: what a transfer costs (plan's transfer= fills it in)
     min_bytes: int = 0  # values smaller than this are never paged
-    fastsa_share: float = 0.5  # of the time limit for a FastSA run whose order joins the candidates (0: none)
+    fastsa_share: float = 0.5  # of the time limit for two FastSA runs (recompute-only, fetch units) as warm starts
 
     def __post_init__(self) -> None:
         if not isinstance(self.transfer, TransferModel):
@@ -199,17 +199,17 @@ def three_way(
     *,
     time_limit: float | None = None,
     min_bytes: int = 0,
-    init: Schedule | None = None,
+    inits: Sequence[Schedule] = (),
 ) -> ThreeWayPlan:
     """The cheapest fitting plan (else the lowest peak) of the shaved candidates, simulated under ``transfer``.
 
-    ``init`` (any schedule of ``graph`` valid under ``transfer``) competes, and its compute sequence is a
-    candidate. Candidates are shaved in the order of an estimate (compute cost plus the bytes over the
+    Each of ``inits`` (schedules of ``graph`` valid under ``transfer``) competes as it is, and its compute
+    sequence is a candidate. Candidates are shaved in the order of an estimate (compute cost plus the bytes over the
     budget paged out and in once); ``time_limit`` (seconds) stops the search once a plan exists. Values
     under ``min_bytes`` (and graph outputs) are never paged.
     """
     deadline = math.inf if time_limit is None else time.perf_counter() + time_limit
-    sequences = [] if init is None else [np.asarray(init.compute_sequence(), dtype=np.int64)]
+    sequences = [np.asarray(init.compute_sequence(), dtype=np.int64) for init in inits]
     sequences += list(knapsack_sequences(graph))
     per_byte = transfer.out_time(1) + transfer.in_time(1) - transfer.out_latency - transfer.in_latency
     candidates = []
@@ -220,9 +220,11 @@ def three_way(
     leads = (1.0, 0.0) if transfer.mode == "overlap" else (0.0,)
     best: tuple[tuple[bool, float, float], Schedule, SimulationResult] | None = None
     tried = 0
-    if init is not None:  # as it is (it may page values itself), and its compute sequence shaved below
+    for init in inits:  # as it is (it may page values itself), and its compute sequence shaved below
         result = simulate(graph, init, transfer)
-        best, tried = (_rank(result, budget), init, result), 1
+        tried += 1
+        if best is None or _rank(result, budget) < best[0]:
+            best = (_rank(result, budget), init, result)
     for _, cost, _, sequence in candidates:
         cutoff = math.inf if best is None or best[0][0] else best[0][1]  # the best fitting plan's cost
         if best is not None and time.perf_counter() > deadline:
@@ -254,17 +256,23 @@ def run_three_way(
     time_limit: float | None = None,
     options: Mapping[str, Any] | None = None,
 ) -> tuple[Schedule, dict[str, Any]]:
-    """Registry runner: FastSA (with fetches) for ``fastsa_share`` of the time limit, then :func:`three_way` from it."""
+    """Registry runner: FastSA for ``fastsa_share`` of the time limit, then :func:`three_way` from its schedules.
+
+    FastSA runs twice, half that share each: recompute-only, and with fetch units (App. B.3, unless the
+    host capacity binds, which they do not model). Neither is better on every graph and link.
+    """
     opts = ThreeWayOptions(**dict(options or {}))
     assert opts.transfer is not None
     limit = DEFAULT_TIME_LIMIT if time_limit is None else check_time_limit(time_limit, "three-way time limit")
     started = time.perf_counter()
-    init = None
-    if opts.fastsa_share > 0:  # with fetch units (App. B.3) unless the host capacity binds, which they do not model
-        pages = opts.transfer if opts.transfer.host_capacity is None else None
-        init = fastsa(graph, budget, seed=seed, time_limit=opts.fastsa_share * limit, transfer=pages).schedule
+    inits = []
+    if opts.fastsa_share > 0:
+        fetching = opts.transfer if opts.transfer.host_capacity is None else None
+        for transfer in dict.fromkeys([None, fetching]):  # once without a host capacity's fetch units
+            share = opts.fastsa_share * limit / (2 if fetching is not None else 1)
+            inits.append(fastsa(graph, budget, seed=seed, time_limit=share, transfer=transfer).schedule)
     left = max(limit - (time.perf_counter() - started), 0.0)
-    found = three_way(graph, budget, opts.transfer, time_limit=left, min_bytes=opts.min_bytes, init=init)
+    found = three_way(graph, budget, opts.transfer, time_limit=left, min_bytes=opts.min_bytes, inits=inits)
     result = found.simulation
     details = {
         "offloads": result.offloads,

@@ -43,7 +43,7 @@ from remat_models.heuristics.baselines import BASELINES
 from remat_models.heuristics.three_way import three_way
 from remat_models.planning.portfolio_worker import Worker
 from remat_models.planning.result import MethodRun
-from remat_models.planning.warm_start import DEFAULT_TIME_LIMIT, INIT_FASTSA_NODES
+from remat_models.planning.warm_start import DEFAULT_TIME_LIMIT, INIT_FASTSA_NODES, INIT_SHARE
 
 log = logging.getLogger(__name__)
 
@@ -154,14 +154,13 @@ def auto(
     with stop_on_signals(stopper):  # SIGINT/SIGTERM: stop the workers, return the best reported so far
         workers: dict[str, Worker] = {}
         try:
-            for name, job in jobs.items():
-                workers[name] = Worker.start(name, graph, budget, seed, deadline, job)
-            for name in ("knapsack", "chen-greedy"):  # the fallbacks: seconds each at 10k nodes
-                if time.monotonic() > deadline and portfolio.fits():
-                    break  # the limit holds: the second only while time is left or nothing fits yet
-                t0 = time.perf_counter()
-                schedule = BASELINES[name](graph, budget)
-                portfolio.offer({"method": name, "schedule": schedule, "seconds": time.perf_counter() - t0})
+            for name in jobs:
+                workers[name] = Worker.start(name)
+            _fallback(graph, budget, "knapsack", portfolio)  # planned while the workers import (seconds at 10k nodes)
+            for name, job in jobs.items():  # each send waits for that worker's imports
+                workers[name].send({"graph": graph, "budget": budget, "seed": seed, "deadline": deadline, **job})
+            if time.monotonic() < deadline - (1 - INIT_SHARE) * total or not portfolio.fits():
+                _fallback(graph, budget, "chen-greedy", portfolio)  # within a warm start's share of the limit
             live = {worker.conn: worker for worker in workers.values()}
             grace = min(STOP_GRACE, STOP_GRACE_SHARE * total)
             until = deadline + grace
@@ -189,6 +188,13 @@ def auto(
     log.info("auto on %s: %s chosen, cost %s, bound %s", graph.name, name, result.total_cost, bound)
     details = {"chosen": name, "bound": bound, "gap": gap, "portfolio": portfolio.members}
     return MethodRun("auto", schedule, details, simulation=result, interrupted_by=interrupted)
+
+
+def _fallback(graph: Graph, budget: int, name: str, portfolio: _Portfolio) -> None:
+    """Offer the baseline ``name``'s schedule, planned in this process."""
+    t0 = time.perf_counter()
+    schedule = BASELINES[name](graph, budget)
+    portfolio.offer({"method": name, "schedule": schedule, "seconds": time.perf_counter() - t0})
 
 
 def _offload(graph: Graph, budget: int, transfer: TransferModel, portfolio: _Portfolio, seconds: float) -> None:
