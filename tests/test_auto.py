@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 from checkmate_graphs import budgets, tiny_unet
@@ -13,8 +14,9 @@ from remat_models.core.schedule import input_order_peak, simulate
 from remat_models.errors import ConfigurationError
 from remat_models.heuristics.baselines import BASELINES
 from remat_models.io import write_graph
+from remat_models.io.generators import transformer
 from remat_models.planning.plan import PlanStatus, parse_method_name, plan
-from remat_models.planning.warm_start import auto_init
+from remat_models.planning.warm_start import FAST_BASELINES, INIT_FASTSA_NODES, auto_init, fast_baselines
 
 
 def test_auto_returns_the_best_member_with_a_bound() -> None:
@@ -71,6 +73,23 @@ def test_exact_solves_start_from_a_fitting_heuristic_by_default() -> None:
     assert simulate(graph, warm.schedule).total_cost <= simulate(graph, start).total_cost
     cold = plan(graph, budget, formulation="checkmate", backend="cpsat", time_limit=5, init="none")
     assert not cold.details["warm_start"]
+
+
+def test_the_warm_start_keeps_to_its_share_of_the_time_limit() -> None:
+    """Past its deadline only the cheapest baseline runs (there is always one), and no FastSA."""
+    graph = transformer(22)
+    assert graph.n >= INIT_FASTSA_NODES  # the size at which the default warm start adds FastSA
+    budget = simulate(graph, BASELINES["chen-sqrtn"](graph, 10**15)).peak
+    sqrtn = BASELINES["chen-sqrtn"](graph, budget)
+    every = fast_baselines(graph, budget)
+    assert list(every) == list(FAST_BASELINES)
+    assert list(fast_baselines(graph, budget, deadline=time.perf_counter())) == ["chen-sqrtn"]
+    found = auto_init(graph, budget, time_limit=1e-6)  # its share is over before the first baseline ends
+    assert found is not None and found.schedule == sqrtn
+    assert simulate(graph, found.schedule).peak <= budget
+    longer = auto_init(graph, budget, time_limit=10)  # every baseline, then FastSA for what is left of 3 s
+    assert longer is not None and longer.simulation.total_cost <= found.simulation.total_cost
+    assert simulate(graph, longer.schedule).peak <= budget
 
 
 @pytest.mark.parametrize("init", ["fastsa", None])

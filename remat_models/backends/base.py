@@ -27,7 +27,7 @@ from remat_models.backends.interrupt import Stopper, run_interruptible
 from remat_models.backends.registry import natively_taking
 from remat_models.core.limits import check_count, check_time_limit
 from remat_models.errors import ConfigurationError, UnsupportedConstructError
-from remat_models.model import Model, SolveResult, SolveStatus
+from remat_models.model import Model, SizeEstimate, SolveResult, SolveStatus
 from remat_models.model.lowering import ORDER, LoweredModel, effective_native, estimate, lower
 
 __all__ = ["Backend", "LoweringBackend", "SolveLimits", "SolveResult", "SolveStatus"]
@@ -97,6 +97,7 @@ class LoweringBackend(ABC):
         self.option = option
         self.stopper = Stopper()  # a fresh one per solve; backends register how to stop their solver
         self.started = time.perf_counter()  # reset by each solve: lowering and model passing count too
+        self.compiled_size: SizeEstimate | None = None  # the last compiled model's size after lowering
 
     @property
     def spec(self) -> str:
@@ -125,6 +126,7 @@ class LoweringBackend(ABC):
         est = estimate(model, native)
         log.debug("%s: size after lowering %s", self.name, est)
         est.check(limits.max_variables, limits.max_nonzeros)
+        self.compiled_size = est  # a reservoir counts its events as rows: CP-SAT expands Moccasin's into rows
         return lower(model, native)
 
     def solve(
@@ -144,8 +146,9 @@ class LoweringBackend(ABC):
             hint[: model.num_cols] = model.flatten(hints)
         self.stopper = stopper = Stopper()
         solve: Callable[[], SolveResult] = partial(self._solve_lowered, lowered.model, limits, hint)
-        if self._hard_deadline(lowered.model, limits):  # the solver may overrun its own limit at this size
-            seconds = hard_deadline(limits.time_limit)  # type: ignore[arg-type]
+        if self._hard_deadline(limits):  # the solver may overrun its own limit at this size
+            spent = time.perf_counter() - start  # the lowering counts against the limit, the grace included
+            seconds = max(0.1, hard_deadline(limits.time_limit) - spent)  # type: ignore[arg-type]
             solve = partial(run_with_deadline, self.spec, solve, seconds, stopper)
         result = run_interruptible(self.spec, solve, stopper)
         if stopper.stopped.is_set() and result.status in (SolveStatus.FEASIBLE, SolveStatus.NO_SOLUTION):
@@ -160,11 +163,12 @@ class LoweringBackend(ABC):
             result.values = model.split(result.x, round_integers=self.integral)
         return result
 
-    def _hard_deadline(self, model: Model, limits: SolveLimits) -> bool:
-        """Whether this solve runs in a child killed at a hard deadline (``backends/deadline.py``)."""
+    def _hard_deadline(self, limits: SolveLimits) -> bool:
+        """Whether the solve just compiled runs in a child killed at a hard deadline (``backends/deadline.py``)."""
         if limits.time_limit is None or not isolation_available():
             return False
-        large = model.num_cols + model.num_rows >= ISOLATE_SIZE  # CP-SAT expands Moccasin's reservoirs into rows
+        size = self.compiled_size
+        large = size is not None and size.variables + size.constraints >= ISOLATE_SIZE
         return self.isolate_timed or (self.isolate_large and large)
 
     def limits_left(self, limits: SolveLimits) -> SolveLimits:

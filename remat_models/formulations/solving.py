@@ -65,8 +65,8 @@ def solve_model(
     opts = form.warm_options(form.options(options), init)
     built = form.build_for(graph, budget, backend, opts, extensions)  # type: ignore[attr-defined]
     build_time = time.perf_counter() - started
-    if limits.time_limit is not None:  # the build counts against the time limit too
-        limits = replace(limits, time_limit=max(1.0, limits.time_limit - build_time))
+    if limits.time_limit is not None:  # the build counts against the time limit too (Moccasin then skips its phases)
+        limits = replace(limits, time_limit=max(0.1, limits.time_limit - build_time))
     outcome = form.solve(built, backend, limits, init)
     outcome.build_time = build_time
     outcome.options = {k: jsonable(v) for k, v in vars(opts).items()}

@@ -23,7 +23,6 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from remat_models.backends import SolveLimits
-from remat_models.core.graph import Graph
 from remat_models.core.limits import MAX_COUNT, wait_slice
 from remat_models.core.schedule import Schedule, simulate
 from remat_models.errors import RematError
@@ -49,17 +48,18 @@ class Worker:
         self.terminated = False  # SIGTERM sent (once: a second one abandons the worker's solve with a traceback)
 
     @classmethod
-    def start(cls, name: str, graph: Graph, budget: int, seed: int, deadline: float, job: dict[str, Any]) -> Worker:
-        """Start the worker ``name`` and send it its job."""
+    def start(cls, name: str) -> Worker:
+        """Start the worker ``name`` (a fresh interpreter: seconds of imports under load); ``send`` its job next.
+
+        Sending a large graph blocks until the worker reads it, after its imports: start every worker first.
+        """
         ours, theirs = socket.socketpair()
         with theirs:
             parent = str(os.getpid())
             command = [sys.executable, "-m", "remat_models.planning.portfolio_worker", str(theirs.fileno()), parent]
             env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}  # finds what we found
             process = subprocess.Popen(command, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, env=env)
-        worker = cls(name, process, Connection(ours.detach()))
-        worker.send({"graph": graph, "budget": budget, "seed": seed, "deadline": deadline, **job})
-        return worker
+        return cls(name, process, Connection(ours.detach()))
 
     def send(self, message: dict[str, Any]) -> None:
         """Send ``message``; a worker that has already ended is skipped."""
@@ -165,7 +165,7 @@ def _exact(conn: Connection, job: dict[str, Any], total: float) -> None:
     """
     graph, budget = job["graph"], job["budget"]
     if job["wait"] > 0:
-        candidates = fast_baselines(graph, budget)
+        candidates = list(fast_baselines(graph, budget).values())
         if _poll(conn, min(job["wait"], _seconds_left(job, total))):
             candidates.append(conn.recv()["init"])
         found = cheapest_fitting(graph, budget, candidates)
