@@ -18,6 +18,7 @@ from remat_models.core.graph import Graph, NodeKind
 from remat_models.errors import GraphError
 from remat_models.torch.guards import storage_key
 from remat_models.torch.ops import is_random, is_write_back, tensors_of
+from remat_models.torch.split import is_kept_copy
 from remat_models.torch.trace import TracedStep
 
 log = logging.getLogger(__name__)
@@ -150,7 +151,7 @@ def to_graph(traced: TracedStep, cost: dict[fx.Node, float] | Callable[[fx.Node]
         edges=sorted(edges),
         workspace=workspace,
         kind=_kinds(traced, nodes, outputs, roles),
-        recomputable=[not (is_random(node) or roles[node] is Role.WRITE_BACK) for node in nodes],
+        recomputable=[not (is_random(node) or roles[node] is Role.WRITE_BACK or is_kept_copy(node)) for node in nodes],
         outputs=sorted(graph_outputs),
         fixed_mem=sum(nbytes(t.untyped_storage().nbytes()) for t in fixed.values()),
         name=traced.name,

@@ -3,9 +3,10 @@
 A Graph node frees its outputs together, so BatchNorm's small saved statistics would pin its large
 output until the backward, and a weight gradient (kept to the end) the input gradient. Two rewrites:
 
-- ``split_by_mask`` (joint graph, before functionalization): an op with an ``output_mask`` argument
-  (convolution/norm backward) whose first and later outputs are both used becomes one call for the
-  input gradient and one for the parameter gradients; each computes only its own outputs.
+- ``split_by_mask`` (joint graph, before functionalization): a convolution backward whose input
+  gradient and parameter gradients are both used becomes one call for each (they are separate
+  convolutions: no work is shared). Norm backward ops take an ``output_mask`` too, but their input
+  gradient needs the reductions their parameter gradients are made of: they stay one call.
 - ``share_outputs`` (functional graph): any other multi-output op stays one node that runs once, as
   in eager, and holds all its outputs; outputs that outlive the others by enough to matter are each
   copied into their own node right after the op (a clone: exact values, and the op's node can be
@@ -13,6 +14,12 @@ output until the backward, and a weight gradient (kept to the end) the input gra
   output it keeps); an output read after T is cloned, so it costs its bytes from the op to T twice,
   and an output read before T costs its bytes until T. T is the output end minimising the sum of
   bytes x program steps (ties: fewer clones).
+
+A copy of an op's output (those clones, and functionalization's copies of BatchNorm's new running
+statistics) can only be recomputed by re-running the whole op; a planner that recomputes one when the
+backward reads it holds the op's large outputs again (the split before issue 23 recomputed small
+outputs from the op's inputs instead, at the price of running every such op twice). So copies that are
+small next to their op are kept (:func:`is_kept_copy`: not recomputable).
 """
 
 from __future__ import annotations
@@ -32,7 +39,10 @@ from remat_models.torch.ops import tensors_of
 log = logging.getLogger(__name__)
 
 aten = torch.ops.aten
-SMALL = 16  # masked ops whose parameter gradients are this many times smaller than the input gradient stay one call
+SMALL = 16  # copies of outputs this many times smaller than their op's outputs are kept, never recomputed
+KEPT = "remat_kept_copy"  # FX node meta key of such copies
+SEPARATE_PARTS = {aten.convolution_backward.default}  # masked ops whose outputs share no work
+COPY_SOURCE = {aten.clone.default: 0, aten.copy.default: 1}  # copy ops -> the argument whose values they copy
 
 
 def _used_outputs(node: fx.Node) -> dict[int, list[fx.Node]]:
@@ -61,7 +71,7 @@ def mask_position(node: fx.Node) -> int | None:
 
 
 def split_by_mask(module: fx.GraphModule) -> int:
-    """Split masked multi-output ops (input gradient | parameter gradients) in place; return how many.
+    """Split masked ops whose outputs share no work (input gradient | parameter gradients) in place; return how many.
 
     Runs on the joint graph before functionalization (which derives the parts' metadata). Each part
     computes only its outputs, so this adds no work, and no copy either.
@@ -69,10 +79,10 @@ def split_by_mask(module: fx.GraphModule) -> int:
     graph = module.graph
     split = 0
     for node in list(graph.nodes):
-        mask_at = mask_position(node) if _multi_output(node) else None
+        mask_at = mask_position(node) if node.target in SEPARATE_PARTS else None
         used = _used_outputs(node) if mask_at is not None else {}
         rest = sorted(index for index in used if index != 0)
-        if 0 not in used or not rest or _small(node, rest):
+        if 0 not in used or not rest:
             continue
         anchor = node
         for group in ([0], rest):
@@ -91,13 +101,6 @@ def split_by_mask(module: fx.GraphModule) -> int:
     module.recompile()
     log.debug("split %d masked multi-output ops", split)
     return split
-
-
-def _small(node: fx.Node, rest: list[int]) -> bool:
-    """Whether outputs ``rest`` of ``node`` are small next to its first (norm parameter gradients: copied)."""
-    values = node.meta["val"]
-    first = sum(t.untyped_storage().nbytes() for t in tensors_of(values[0]))
-    return SMALL * sum(t.untyped_storage().nbytes() for k in rest for t in tensors_of(values[k])) <= first
 
 
 def _last_reads(graph: fx.Graph) -> tuple[dict[fx.Node, int], dict[StorageWeakRef, int]]:
@@ -154,6 +157,7 @@ def share_outputs(module: fx.GraphModule) -> int:
                 getitem.replace_all_uses_with(copy, delete_user_cb=lambda user, copy=copy: user is not copy)
             anchor = copy
         shared += any(end > until for end in ends.values())
+        _keep_small_copies(used)
     module.recompile()
     if shared:  # fresh metadata of the ops: views of a rewired output now alias its copy
         kept = {node: node.meta.get("val") for node in graph.nodes if node.op in ("placeholder", "get_attr")}
@@ -163,6 +167,25 @@ def share_outputs(module: fx.GraphModule) -> int:
             node.meta["val"] = value
     log.debug("copied outputs of %d multi-output ops", shared)
     return shared
+
+
+def _keep_small_copies(used: dict[int, list[fx.Node]]) -> None:
+    """Mark the readers of an op's outputs that copy a small one of them as kept (see the module docstring)."""
+    total = sum(_nbytes(items[0]) for items in used.values())
+    for items in used.values():
+        if SMALL * _nbytes(items[0]) > total:
+            continue
+        for item in items:
+            for reader in item.users:
+                source = COPY_SOURCE.get(reader.target)
+                if source is not None and reader.args[source] is item:
+                    reader.meta[KEPT] = True
+                    log.debug("kept copy %s of %s (%d of %d B)", reader.name, item.name, _nbytes(item), total)
+
+
+def is_kept_copy(node: fx.Node) -> bool:
+    """Whether ``node`` copies a small output of a multi-output op (never recomputed: see the module docstring)."""
+    return bool(node.meta.get(KEPT))
 
 
 def undefine_masked_outputs(module: fx.GraphModule) -> None:
