@@ -14,7 +14,7 @@ from remat_models.formulations.hilp.layers import layer_members, pair_layers
 from remat_models.formulations.hilp.local import local_graph
 from remat_models.formulations.hilp.refine import refine
 from remat_models.formulations.hilp.solver import HierarchicalSolver, solve_hierarchical
-from remat_models.formulations.hilp.warm import halves, induced
+from remat_models.formulations.hilp.warm import fitting_starts, halves, induced
 from remat_models.heuristics.baselines import checkpoint_all, knapsack_baseline, sqrtn_baseline
 from remat_models.io import linear_chain, transformer
 from remat_models.planning.plan import plan
@@ -41,8 +41,8 @@ def test_induced_options_replay_the_warm_start_cluster_by_cluster() -> None:
         fwd, bwd = option
         sim = simulate(lg.graph, eager_frees(lg.graph, local_run(lg, fwd, bwd)))
         assert sim.total_cost == pytest.approx(lg.graph.cost[[*fwd, *bwd]].sum())
-    # autograd (checkpoint-all) induces each cluster's base option 0: no warm option is added
-    every, _ = _solver(graph, input_order_peak(graph), checkpoint_all(graph))
+    # autograd (checkpoint-all) induces each cluster's base option 0: no warm option is added (no FastSA start)
+    every, _ = _solver(graph, input_order_peak(graph), checkpoint_all(graph), warm=False)
     assert all(o.origin != "warm" for solved in every.solved.values() for o in solved.options)
 
 
@@ -71,6 +71,20 @@ def test_the_top_never_returns_worse_than_its_warm_start_and_says_so() -> None:
     assert warm.objective <= start_cost * (1 + 1e-9)
     assert warm.returned_warm_start == (warm.objective == pytest.approx(start_cost) and not warm.refined)
     assert any(o.origin == "warm" for s in solver.solved.values() for o in s.options)
+
+
+def test_fastsa_joins_a_fitting_init_and_the_solve_keeps_the_cheaper_start() -> None:
+    graph = linear_chain(12)
+    budget = input_order_peak(graph)
+    start = sqrtn_baseline(graph, budget)  # fits, but recomputes although autograd fits
+    starts = fitting_starts(graph, budget, start, time_limit=5.0)
+    assert len(starts) == 2 and starts[0].schedule is start
+    assert starts[1].simulation.total_cost < starts[0].simulation.total_cost
+    assert [s.schedule for s in fitting_starts(graph, budget, start, time_limit=5.0, fastsa=False)] == [start]
+    result = HierarchicalSolver(graph, budget, "highs", CHAIN, SolveLimits(time_limit=10)).run(start)
+    sim = simulate(graph, result.schedule)
+    assert sim.peak <= budget and sim.total_cost == pytest.approx(result.objective)
+    assert result.objective <= starts[1].simulation.total_cost * (1 + 1e-9)
 
 
 def test_refinement_swaps_in_cheaper_options_that_fit() -> None:

@@ -46,7 +46,7 @@ from remat_models.formulations.hilp.local import LocalGraph, local_graph
 from remat_models.formulations.hilp.options import HilpOptions
 from remat_models.formulations.hilp.partition import Cluster, Partition, PartitionOptions, h_partition
 from remat_models.formulations.hilp.refine import Move, refine
-from remat_models.formulations.hilp.warm import Start, fitting_start, halves, induced
+from remat_models.formulations.hilp.warm import Start, fitting_starts, halves, induced
 from remat_models.model import constructs
 
 log = logging.getLogger(__name__)
@@ -282,7 +282,7 @@ class HierarchicalSolver:
 
         The status is never a proof: FEASIBLE when the top level found a combination of options (``top_status``
         in the summary says whether it is optimal among them), NO_SOLUTION (with ``reason``) when it found none.
-        The schedule is the cheaper of the top's and the warm start's (``init`` if it fits, else FastSA's).
+        The schedule is the cheapest of the top's and the warm starts' (``init`` if it fits, and FastSA's).
         """
         if self.budget < self.graph.lower_bound:
             raise BudgetInfeasibleError(
@@ -292,7 +292,7 @@ class HierarchicalSolver:
             )
         started = self.started = time.perf_counter()
         total = self.limits.time_limit
-        start = fitting_start(self.graph, self.budget, init, total, self.limits.seed, self.opts.warm)
+        starts = fitting_starts(self.graph, self.budget, init, total, self.limits.seed, self.opts.warm)
         partition = h_partition(self.graph, _partition_options(self.opts))
         self.backward = backward_sets(self.graph, partition, self.owner)
         if self.opts.options_time_limit is not None:
@@ -301,11 +301,11 @@ class HierarchicalSolver:
             self.deadline = started + OPTIONS_SHARE * total
         clusters = partition.clusters()
         self.unsolved = {self._local(c).key(self.opts.identical) for c in clusters if self._local(c).backward.size}
-        split = None if start is None else halves(self.graph, start.schedule)
-        for cluster in clusters if split is not None else ():
-            option = induced(self._local(cluster), split)
-            if option is not None:
-                self.warm.setdefault(self._local(cluster).key(self.opts.identical), []).append(option)
+        for split in (halves(self.graph, start.schedule) for start in starts):
+            for cluster in clusters if split is not None else ():
+                option = induced(self._local(cluster), split)
+                if option is not None:
+                    self.warm.setdefault(self._local(cluster).key(self.opts.identical), []).append(option)
         for member in partition.top:
             if isinstance(member, Cluster):
                 self.solve_cluster(member)
@@ -329,7 +329,7 @@ class HierarchicalSolver:
                 break
             if found is None or attempt.simulation.total_cost < found.simulation.total_cost:
                 found = attempt
-        return self._result(partition, built, result, found, start)
+        return self._result(partition, built, result, found, starts)
 
     def _found(self, built: HilpModel, result: Any) -> _Found | None:
         """The eagerly freed, simulated schedule of a top solve (None without a solution)."""
@@ -339,9 +339,9 @@ class HierarchicalSolver:
         return _Found(schedule, simulate(self.graph, schedule), built.peak_bound(result.values))
 
     def _result(
-        self, partition: Partition, built: HilpModel, top: Any, found: _Found | None, start: Start | None
+        self, partition: Partition, built: HilpModel, top: Any, found: _Found | None, starts: list[Start]
     ) -> HierarchicalResult:
-        """The honest outcome: the cheapest of the top's schedule and the warm start, each refined; never a proof.
+        """The honest outcome: the cheapest of the top's schedule and the warm starts, each refined; never a proof.
 
         FEASIBLE when the top level found a schedule or the refinement improved the warm start; NO_SOLUTION
         (with the reason) otherwise, returning the warm start when there is one.
@@ -354,7 +354,7 @@ class HierarchicalSolver:
         end = self.started + self.limits.time_limit if self.limits.time_limit is not None else math.inf
         moves = self._moves(partition)
         refined, warm = 0, False
-        for incumbent, from_start in ((found, False), (start, True)):  # each refined; the cheapest is kept
+        for incumbent, from_start in ((found, False), *((start, True) for start in starts)):  # cheapest refined kept
             if incumbent is None:
                 continue
             schedule, simulation, kept = refine(

@@ -36,22 +36,30 @@ class Start(NamedTuple):
     simulation: SimulationResult
 
 
-def fitting_start(
+def fitting_starts(
     graph: Graph, budget: int, init: Schedule | None, time_limit: float | None, seed: int = 0, fastsa: bool = True
-) -> Start | None:
-    """``init`` when it fits ``budget``, else (``fastsa``) a short FastSA run's schedule when it fits, else None."""
+) -> list[Start]:
+    """The warm starts that fit ``budget``: ``init``, and (``fastsa``) a short FastSA run's schedule.
+
+    FastSA runs even when ``init`` fits (``plan``'s default init on small graphs is a fast baseline's schedule,
+    whose induced options can be far from the optimum: docs/hilp.md, UNet), within min(10 s, 15 % of the
+    limit). Its schedule is kept unless it equals ``init``.
+    """
+    starts: list[Start] = []
     if init is not None and not any(isinstance(step, TRANSFER_STEPS) for step in init.steps):
         simulation = simulate(graph, init)
         if simulation.fits(budget):
-            return Start(init, simulation)
+            starts.append(Start(init, simulation))
     if not fastsa:
-        return None
+        return starts
     seconds = WARM_SECONDS if time_limit is None else min(WARM_SECONDS, WARM_SHARE * time_limit)
     started = time.perf_counter()
     schedule = run_heuristic("fastsa", graph, budget, seed=seed, time_limit=max(0.1, seconds))[0]
     simulation = simulate(graph, schedule)
     log.info("hilp warm start: FastSA in %.1f s, peak %d of %d", time.perf_counter() - started, simulation.peak, budget)
-    return Start(schedule, simulation) if simulation.fits(budget) else None
+    if simulation.fits(budget) and all(start.schedule.steps != schedule.steps for start in starts):
+        starts.append(Start(schedule, simulation))
+    return starts
 
 
 class Halves(NamedTuple):
