@@ -9,7 +9,8 @@ The portfolio (:mod:`remat_models.planning.portfolio_worker` runs its members) s
   ``INIT_FASTSA_NODES`` nodes it starts from FastSA's schedule if FastSA reports within ``wait_share`` of
   the limit (else from the fast baselines), from there on from ``auto_init`` (its own short FastSA run),
   as ``remat solve -f moccasin`` would;
-- this process plans Chen's greedy and the saved-set knapsack meanwhile (milliseconds: the fallbacks).
+- this process plans the fallbacks meanwhile: the saved-set knapsack while the workers import, then Chen's
+  greedy within ``INIT_SHARE`` of the limit (or while nothing fits).
   Given a transfer model (option ``transfer``, ``plan(..., transfer=...)``) every member is simulated
   under it, and the last ``offload_share`` of the limit goes to the three-way planner (keep, recompute
   or offload each value), started from the members' schedules reported by then (each competes as it is,
