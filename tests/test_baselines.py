@@ -108,6 +108,21 @@ def test_articulation_points_skip_residual_blocks() -> None:
         candidate_nodes(graph, "everything")
 
 
+def test_edges_out_of_values_never_recomputed_do_not_hide_articulation_points() -> None:
+    # x0 -> x1 -> x2 -> x3, and two random ops r1 (reads x0) and r2 (reads x1, ordered after r1: the RNG
+    # stream), which x2 reads. r1 and r2 are never recomputed (they stay resident), so the order edge
+    # r1 -> r2 ties no segments together: x1 still separates the graph, as in a traced dropout network.
+    edges = [(0, 1), (0, 2), (1, 3), (2, 3), (2, 4), (3, 4), (4, 5)]
+    recomputable = np.ones(13, bool)
+    recomputable[[1, 3]] = False
+    graph = mirrored_training_graph(edges, 6, cost=np.ones(13), mem=np.ones(13, int), recomputable=recomputable)
+    assert articulation_candidates(graph).tolist() == [0, 2, 4, 5]
+    for schedule in chen_greedy_sweep(graph, "ap"):
+        simulate(graph, schedule)  # valid: dependencies respected
+        computed = [step.node for step in schedule if isinstance(step, Compute)]
+        assert computed.count(1) == computed.count(3) == 1  # the random ops run once
+
+
 def test_sqrtn_checkpoints_take_every_kth_candidate() -> None:
     assert chen_sqrtn_checkpoints(np.arange(16)).tolist() == [3, 7, 11, 15]
     assert chen_sqrtn_checkpoints(np.arange(10, 20)).tolist() == [12, 15, 18]

@@ -84,7 +84,7 @@ def articulation_candidates(graph: Graph) -> np.ndarray:
         return fwd
     forward = forward_mask(graph)
     u, v = graph.edges[:, 0], graph.edges[:, 1]
-    keep = forward[u] & forward[v]
+    keep = forward[u] & forward[v] & graph.recomputable[u]  # a value never recomputed stays resident: no tie
     undirected = nx.Graph()
     undirected.add_nodes_from(fwd.tolist())
     undirected.add_edges_from(zip(u[keep].tolist(), v[keep].tolist(), strict=True))
