@@ -49,6 +49,7 @@ _REGISTRY: dict[str, str] = {
     "hilp": "remat_models.formulations.hilp.formulation:HILP",
     "monet": "remat_models.formulations.monet.formulation:MONET",
     "checkmate-impls": "remat_models.formulations.checkmate.impls:CHECKMATE_IMPLS",
+    "saveset-exact": "remat_models.formulations.saveset.formulation:SAVESET",
 }
 
 # name -> (formulation it approximates, "module:function")

@@ -67,17 +67,22 @@ def saved_set_sequence(
     forward = forward_mask(graph) if forward is None else forward
     is_saved = np.zeros(graph.n, dtype=bool)
     is_saved[np.fromiter(saved, dtype=np.int64)] = True
+    droppable = forward & ~is_saved & graph.recomputable
+    return kernels.saved_set_sequence(
+        graph.order, droppable, last_forward_use(graph, forward), graph.pred_ptr, graph.pred_idx, graph.position
+    )
+
+
+def last_forward_use(graph: Graph, forward: np.ndarray) -> np.ndarray:
+    """Each node's last reader in the forward pass, the loss included (-1: none): where a dropped value is dropped."""
     reads_in_forward = forward | graph.of_kind(NodeKind.LOSS)  # the loss is the forward pass's last step
     readers = graph.edges[reads_in_forward[graph.edges[:, 1]]]
-    last_forward_use = np.full(graph.n, -1, dtype=np.int64)
+    last = np.full(graph.n, -1, dtype=np.int64)
     latest = np.full(graph.n, -1, dtype=np.int64)
     np.maximum.at(latest, readers[:, 0], graph.position[readers[:, 1]])
     has_reader = latest >= 0
-    last_forward_use[has_reader] = graph.order[latest[has_reader]]
-    droppable = forward & ~is_saved & graph.recomputable
-    return kernels.saved_set_sequence(
-        graph.order, droppable, last_forward_use, graph.pred_ptr, graph.pred_idx, graph.position
-    )
+    last[has_reader] = graph.order[latest[has_reader]]
+    return last
 
 
 def checkpoint_schedule(graph: Graph, checkpoints: Iterable[int] | np.ndarray) -> Schedule:

@@ -23,13 +23,16 @@ import torch
 from torch import fx, nn
 from torch._dynamo.backends.common import aot_autograd
 from torch._dynamo.backends.debugging import get_nop_func
-from torch._functorch.partitioners import min_cut_rematerialization_partition
+from torch._functorch.partitioners import get_default_op_list, min_cut_rematerialization_partition
 from torch._inductor.custom_graph_pass import CustomPartitionerFn
 from torch.utils.checkpoint import CheckpointPolicy
 
-from remat_models.core.schedule import simulate
+from remat_models.core.graph import Graph, NodeKind
+from remat_models.core.schedule import Compute, simulate
 from remat_models.errors import ConfigurationError
-from remat_models.heuristics.saveset import saveset_search
+from remat_models.heuristics.recompute import forward_mask, saved_set_sequence, sequence_score
+from remat_models.heuristics.saveset import SaveSet, saveset_schedule, saveset_search
+from remat_models.planning.plan import plan
 from remat_models.torch.joint import FLOPS_PER_BYTE, JointGraph, as_partitioned, joint_graph
 from remat_models.torch.ops import is_random
 from remat_models.torch.save_budget import SaveBudget, undone
@@ -39,6 +42,7 @@ log = logging.getLogger(__name__)
 
 Backend = Literal["inductor", "aot_eager"]
 BACKENDS: tuple[Backend, ...] = ("inductor", "aot_eager")
+SAVE_SET_METHODS = ("saveset", "saveset-exact")  # the heuristic; the exact formulation ("saveset-exact/BACKEND")
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,50 @@ def tag(joint: JointGraph, saved: np.ndarray) -> None:
         node.meta["recompute"] = CheckpointPolicy.MUST_SAVE if saves else CheckpointPolicy.MUST_RECOMPUTE
 
 
+def check_method(method: str) -> str:
+    """``method`` if it chooses save sets (``saveset``, ``saveset-exact[/BACKEND]``), else ConfigurationError."""
+    if method.partition("/")[0] not in SAVE_SET_METHODS:
+        raise ConfigurationError(f"save-set method {method!r}: choose saveset or saveset-exact[/BACKEND]")
+    return method
+
+
+def partitioner_view(joint: JointGraph) -> Graph:
+    """The joint Graph with the ops PyTorch's partitioner never recomputes (matmuls, convolutions) not recomputable."""
+    graph, ops = joint.graph, get_default_op_list()
+    banned = np.array([ops.is_compute_intensive(node) for node in joint.fx_nodes], dtype=bool)
+    return Graph.from_arrays(
+        graph.names,
+        graph.cost,
+        graph.mem,
+        graph.edges,
+        workspace=graph.workspace,
+        kind=[NodeKind(k) for k in graph.kind],
+        recomputable=graph.recomputable & ~banned,
+        outputs=graph.outputs,
+        fixed_mem=graph.fixed_mem,
+        order=graph.order,
+        name=graph.name,
+    )
+
+
+def choose_save_set(graph: Graph, budget: int, method: str = "saveset") -> SaveSet:
+    """The heuristic's save set or, for ``saveset-exact[/BACKEND]``, the exact one (warm-started by the heuristic's).
+
+    The exact model grows with the square of the graph: meant for small joint graphs. Where it finds nothing
+    within the budget, the heuristic's plan stands.
+    """
+    found = saveset_search(graph, budget)
+    if check_method(method) == "saveset":
+        return found
+    result = plan(graph, budget, method, init=saveset_schedule(graph, found.saved), allow_over_budget=True)
+    if result.schedule is None or result.simulation is None or result.simulation.peak > budget:
+        return found
+    computed = np.bincount([s.node for s in result.schedule if isinstance(s, Compute)], minlength=graph.n)
+    saved = np.flatnonzero(forward_mask(graph) & (computed == 1))
+    peak, cost = sequence_score(graph, saved_set_sequence(graph, saved))
+    return SaveSet(saved, peak, cost)
+
+
 def partition(
     module: fx.GraphModule,
     joint_inputs: Sequence[object],
@@ -81,13 +129,14 @@ def partition(
     num_fwd_outputs: int,
     flops_per_byte: float = FLOPS_PER_BYTE,
     record: Callable[[SavePlan], None] | None = None,
+    method: str = "saveset",
     **kwargs: Any,
 ) -> tuple[fx.GraphModule, fx.GraphModule]:
-    """Plan the save set of ``module`` within ``save_budget``, tag it, partition with PyTorch's partitioner."""
+    """Plan the save set of ``module`` within ``save_budget`` (by ``method``), tag it, partition with PyTorch's."""
     as_partitioned(module)
     joint = joint_graph(module, num_fwd_outputs, flops_per_byte=flops_per_byte)
     budget = save_budget.resolve(joint.graph)
-    choice = saveset_search(joint.graph, budget)
+    choice = choose_save_set(joint.graph if method == "saveset" else partitioner_view(joint), budget, method)
     tag(joint, choice.saved)
     forward, backward = min_cut_rematerialization_partition(
         module, joint_inputs, num_fwd_outputs=num_fwd_outputs, **kwargs
@@ -106,16 +155,21 @@ def partition(
 class SaveSetPartitioner(CustomPartitionerFn):
     """Inductor's ``custom_partitioner_fn``: :func:`partition` with one budget (a fresh cache key per instance)."""
 
-    def __init__(self, save_budget: SaveBudget, record: Callable[[SavePlan], None] | None = None) -> None:
+    def __init__(
+        self, save_budget: SaveBudget, record: Callable[[SavePlan], None] | None = None, method: str = "saveset"
+    ) -> None:
         self.save_budget = save_budget
         self.record = record
+        self.method = check_method(method)
         self.key = uuid.uuid4().hex
 
     def __call__(
         self, gm: fx.GraphModule, joint_inputs: Sequence[object], **kwargs: Any
     ) -> tuple[fx.GraphModule, fx.GraphModule]:
         """Partition ``gm`` (see :func:`partition`)."""
-        return partition(gm, joint_inputs, save_budget=self.save_budget, record=self.record, **kwargs)
+        return partition(
+            gm, joint_inputs, save_budget=self.save_budget, record=self.record, method=self.method, **kwargs
+        )
 
     def uuid(self) -> str:
         """Inductor's cache key: one per partitioner, so a cached graph of another plan is never reused."""
@@ -152,12 +206,13 @@ class CompiledStep:
         loss_fn: LossFn,
         save_budget: SaveBudget,
         backend: Backend = "inductor",
+        method: str = "saveset",
     ) -> None:
         if backend not in BACKENDS:
             raise ConfigurationError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
         self.model = model
         self.plans: list[SavePlan] = []
-        self.partitioner = SaveSetPartitioner(save_budget, self.plans.append)
+        self.partitioner = SaveSetPartitioner(save_budget, self.plans.append, method)
 
         def step(*args: torch.Tensor, n_inputs: int) -> torch.Tensor:
             return loss_fn(model(*args[:n_inputs]), *args[n_inputs:])
@@ -186,13 +241,15 @@ def compile(
     budget: str | int | float | None = None,
     activation_budget: float | None = None,
     backend: Backend = "inductor",
+    method: str = "saveset",
 ) -> CompiledStep:
     """Compile a training step whose saved activations are our save-set plan within the budget.
 
     Compiles on the example batch at once (one forward, its RNG draws and buffer updates undone), so
-    ``step.plan`` tells the saved set and peaks before training starts.
+    ``step.plan`` tells the saved set and peaks before training starts. ``method``: ``saveset`` (the
+    heuristic) or ``saveset-exact[/BACKEND]`` (the exact formulation, for small joint graphs).
     """
-    step = CompiledStep(model, loss_fn, SaveBudget(budget, activation_budget), backend)
+    step = CompiledStep(model, loss_fn, SaveBudget(budget, activation_budget), backend, method)
     with undone(model), torch.enable_grad():
         step(example_inputs, targets)
     return step
