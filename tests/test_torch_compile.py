@@ -154,3 +154,22 @@ def test_sac_policy_gradients_bit_identical_with_dropout(gpt2, share: float) -> 
     computes = [v for v, node in enumerate(plan.torch_graph.fx_nodes) if node.op == "call_function"]
     assert 0 < len(plan.saved) < len(computes)  # some values saved, others recomputed by the replay
     assert plan.unmatched <= 1  # every op but one found at its place in the trace
+
+
+@pytest.mark.parametrize("share", [0.0, 0.25, 0.5])
+def test_the_order_pytorch_emits_fits_at_every_activation_budget_on_an_mlp(share: float) -> None:
+    """The heuristic route on an MLP: the order PyTorch emits from our tags peaks where we predicted, within budget."""
+    torch.manual_seed(0)
+    nn = torch.nn
+    model = nn.Sequential(
+        nn.Linear(16, 32), nn.GELU(), nn.LayerNorm(32), nn.Linear(32, 32), nn.GELU(), nn.Linear(32, 8)
+    )
+    inputs, targets = torch.randn(16, 16), torch.randn(16, 8)
+    step = rt.compile(
+        model, inputs, torch.nn.functional.mse_loss, targets, activation_budget=share, backend="aot_eager"
+    )
+    step(inputs, targets).backward()
+    plan = step.plan
+    assert plan is not None and plan.fits
+    assert plan.emitted_peak <= plan.budget
+    assert plan.emitted_peak == plan.predicted_peak
