@@ -11,7 +11,7 @@ from remat_models.core.schedule import Compute, Schedule, eager_frees, input_ord
 from remat_models.errors import ConfigurationError
 from remat_models.heuristics.fastsa import fastsa, fastsa_schedule
 from remat_models.heuristics.fastsa.grouping import group_nodes, intermediate_memory, plain_units
-from remat_models.heuristics.fastsa.state import SAState
+from remat_models.heuristics.fastsa.state import SAState, slot_count
 from remat_models.io import linear_chain, random_layered
 
 FEW = (3000, 3000)
@@ -106,6 +106,50 @@ def test_initial_layout_spreads_the_input_order() -> None:
     np.testing.assert_array_equal(state.occupied(), np.arange(1, 21) * 1024 // 21)
     np.testing.assert_array_equal(state.compute_sequence(), graph.order)
     assert state.peak() == input_order_peak(graph)
+
+
+@pytest.mark.parametrize("graph_index", range(3))
+def test_reload_equals_a_new_state_of_the_same_sequence(graph_index: int) -> None:
+    graph = _graphs()[graph_index]
+    units, sequence = group_nodes(graph, graph.order)
+    plain = plain_units(graph)
+    state = SAState(graph, plain, units.expand(sequence), slots=4096)
+    _random_mutations(state, np.random.default_rng(graph_index), 200)
+    target = SAState(graph, plain, graph.order, slots=4096, copies=state.copies)
+    state.reload(target.unit_sequence(), target.occupied())
+    np.testing.assert_array_equal(state.slots, target.slots)
+    np.testing.assert_array_equal(state.profile(), target.reference_profile())
+    np.testing.assert_array_equal(state.counts(), target.counts())
+    assert (state.peak(), state.cost()) == (target.peak(), target.cost())
+    budget = (input_order_peak(graph) + graph.fixed_mem) // 2
+    assert state.prune(budget) == target.prune(budget)
+    np.testing.assert_array_equal(state.compute_sequence(), target.compute_sequence())
+    simulation = simulate(graph, eager_frees(graph, state.compute_sequence()))
+    assert simulation.peak == state.peak() == target.peak()
+
+
+@pytest.mark.parametrize("graph_index", range(3))
+def test_respread_equals_a_new_state_and_searches_alike(graph_index: int) -> None:
+    graph = _graphs()[graph_index]
+    units, sequence = group_nodes(graph, graph.order)
+    plain = plain_units(graph)
+    state = SAState(graph, plain, units.expand(sequence), spacing=32, copies=8)
+    _random_mutations(state, np.random.default_rng(graph_index), 200)
+    assert state.respread(graph.order, spacing=8, copies=3)
+    fresh = SAState(graph, plain, graph.order, spacing=8, copies=3)
+    assert (state.size, state.copies) == (fresh.size, fresh.copies) == (slot_count(graph.n, spacing=8), 3)
+    for one, other in [(state, fresh)] * 2:
+        np.testing.assert_array_equal(one.slots, other.slots)
+        np.testing.assert_array_equal(one.profile(), other.reference_profile())
+        np.testing.assert_array_equal(one.counts(), other.counts())
+        assert (one.peak(), one.cost()) == (other.peak(), other.cost())
+        applied = [_random_mutations(s, np.random.default_rng(7), 300) for s in (one, other)]
+        assert applied[0] == applied[1] > 0
+    assert state.counts().max() <= 3
+    simulation = simulate(graph, eager_frees(graph, state.compute_sequence()))
+    assert (simulation.peak, simulation.total_cost) == (state.peak(), pytest.approx(state.cost()))
+    assert not state.respread(graph.order, spacing=4096, copies=3)  # more slots than allocated
+    assert not state.respread(graph.order, spacing=8, copies=10_000)  # more copies than allocated
 
 
 @pytest.mark.parametrize("graph_index", range(3))

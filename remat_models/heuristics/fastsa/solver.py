@@ -197,6 +197,7 @@ class _Stage:
         self.best_t = np.zeros(state.size, dtype=np.int64)
         self.best_u = np.zeros(state.size, dtype=np.int64)
         self.met = False
+        self.chunk_seconds = 0.0  # how long the last chunk took
 
     def set_temperatures(self, initial: float, final: float, total: int) -> None:
         """Geometric schedule h_i * (h_f / h_i) ** (i / N) over ``total`` attempts."""
@@ -211,6 +212,7 @@ class _Stage:
         a = self.state.arrays
         while self.counters[ann.C_ITER] < n_iter:
             chunk = min(self.options.chunk, n_iter - int(self.counters[ann.C_ITER]))
+            chunk_started = time.perf_counter()
             self.met = bool(
                 ann.anneal(
                     *a, self.addable, self.fetch_of, self.par, self.counters, self.rng, self.best, self.best_t,
@@ -221,7 +223,9 @@ class _Stage:
                 self.state.rebuild_trees()
             if trajectory is not None:
                 trajectory.append(self._point(time.perf_counter() - started))
-            if self.met or time.perf_counter() > deadline or self.stopped:
+            now = time.perf_counter()
+            self.chunk_seconds = now - chunk_started
+            if self.met or now + self.chunk_seconds > deadline or self.stopped:  # another chunk would end past it
                 break
         if self.best[ann.B_DIRTY] > 0:
             ann.snapshot(a.S, a.occ, a.tree, a.ints, a.floats, self.par, self.best, self.best_t, self.best_u)
@@ -236,7 +240,7 @@ class _Stage:
             done = int(self.counters[ann.C_ITER])
             self.run(done + self.options.chunk, deadline=deadline, started=started, trajectory=trajectory)
             now = time.perf_counter()
-            if now >= deadline or self.stopped:
+            if now + self.chunk_seconds > deadline or self.stopped:
                 break
             span = (deadline - mark) / max(now - mark, 1e-9)
             self.par[ann.P_N] = max(n_min, int(self.counters[ann.C_ITER] * span))
@@ -267,6 +271,12 @@ class _Stage:
         """Node compute sequence of the best state seen."""
         n = int(self.best[ann.B_N])
         return decode(self.state.units, self.best_t[:n], self.best_u[:n])
+
+    def best_slots(self) -> tuple[np.ndarray, np.ndarray]:
+        """Units and their slots, in time order, of the best state seen."""
+        n = int(self.best[ann.B_N])
+        order = np.argsort(self.best_t[:n], kind="stable")
+        return self.best_u[:n][order], self.best_t[:n][order]
 
     def report(self, wall_time: float) -> StageReport:
         """Summary of this stage (peak and cost of its best state, as the annealer counts them)."""
@@ -325,22 +335,34 @@ def _stages(
     """Stage 1 from ``start``, prune, stage 2, prune (key = seed, restart); return node sequence and reports."""
     n1, n2 = iterations
     started = time.perf_counter()
-    build = {"slots": opts.slots, "spacing": opts.spacing, "copies": opts.copies, "logaddexp": opts.logaddexp}
+    spread = {"slots": opts.slots, "spacing": opts.spacing, "copies": opts.copies}
+    build = {**spread, "logaddexp": opts.logaddexp}
+    plain = _with_fetches(graph, plain_units(graph), opts)
+    units, sequence = start
+    # stage 2's state is allocated now, for stage 1's start expanded: most of a large state's build time
+    # is the first touch of its memory; after stage 1 it takes stage 1's result in place (``respread``)
+    expanded = plain.of_nodes(units.expand(sequence))
+    state = SAState(graph, plain, expanded, **build)
+    mark = time.perf_counter()
+    state.respread(expanded, **spread)
+    # what follows stage 1: two such fills (stage 2's start, the final state), their pruning, the decoding
+    reserve = 4.0 * (time.perf_counter() - mark)
     one = _Stage(SAState(graph, *start, **build), opts, budget=budget, stage=1, key=key, stop=stop)
     h1 = opts.initial_temperature * one.initial_objective
     one.set_temperatures(h1, h1 * opts.final_ratio, n1)
     if one.best[ann.B_MET] == 0:
         share = n1 / (n1 + n2) if n1 + n2 else 1.0
-        one.run(n1, deadline=started + (deadline - started) * share, started=started, trajectory=trajectory)
+        end_one = started + max(0.0, deadline - started - reserve) * share
+        one.run(n1, deadline=end_one, started=started, trajectory=trajectory)
     else:
         one.run(0, deadline=started)
     report_one = one.report(time.perf_counter() - started)
     mark = time.perf_counter()
-    plain = _with_fetches(graph, plain_units(graph), opts)
-    state = SAState(graph, plain, plain.of_nodes(one.best_sequence()), **build)
+    if not state.respread(plain.of_nodes(one.best_sequence()), **spread):  # more slots or copies than allocated
+        state = SAState(graph, plain, plain.of_nodes(one.best_sequence()), **build)
     pruned = state.prune(budget) if opts.prune else 0
-    # the final state, its pruning and decoding after stage 2 take about as long as this state did: end before
-    end = max(time.perf_counter(), deadline - 1.5 * (time.perf_counter() - mark))
+    # the final reload, its pruning and decoding after stage 2 take about as long as this: end twice that before
+    end = max(time.perf_counter(), deadline - 2.0 * (time.perf_counter() - mark))
     two = _Stage(state, opts, budget=budget, stage=2, key=key, stop=stop)
     h2 = opts.reheat * two.initial_objective if opts.reheat > 0 else h1 * opts.final_ratio
     two.set_temperatures(h2, h2 * opts.final_ratio, n2)
@@ -348,7 +370,8 @@ def _stages(
         two.run_until(n2, deadline=end, started=started, trajectory=trajectory)
     else:
         two.run(n2, deadline=end, started=started, trajectory=trajectory)
-    final = SAState(graph, plain, plain.of_nodes(two.best_sequence()), **build)
+    final = two.state
+    final.reload(*two.best_slots())  # the same order, so the same pruning as a new state of it (T aside)
     pruned += final.prune(budget) if opts.prune else 0
     report_two = replace(
         two.report(time.perf_counter() - mark),
@@ -374,8 +397,10 @@ def fastsa(
 
     ``iterations`` = (N1, N2) mutation attempts for stage 1 (grouped nodes, stops once the budget is
     met) and stage 2 (plain nodes); default the paper's (20M, 2M). ``time_limit`` (seconds, numba's
-    compile or cache load included) is split evenly between restarts and within one in proportion N1 : N2, stage 2 also
-    getting what stage 1 leaves (all of it with ``fill_time``). Each stage 2 is bracketed by greedy
+    compile or cache load included) is split evenly between restarts and within one in proportion N1 : N2, after a
+    reserve for what follows stage 1 (stage 2's state allocated up front and filled in place: 4x one fill, measured),
+    stage 2 also getting what stage 1 leaves (all of it with ``fill_time``) and ending 2x its own setup time before
+    the deadline (the final reload, pruning and decoding follow). Each stage 2 is bracketed by greedy
     pruning. Other keyword options: see :class:`FastSAOptions`. Deterministic for a seed unless the
     time limit cuts in or ``fill_time`` is on. Once ``stop`` is set (an interrupt) the run ends
     within a chunk with the best state it has, as at its time limit.

@@ -21,6 +21,7 @@ from remat_models.heuristics.fastsa._kernels import (
     UF,
     UR,
     VC,
+    VK,
     VN,
     VO,
     VP,
@@ -62,6 +63,13 @@ def slot_count(length: int, *, slots: int | None = None, spacing: int = 64) -> i
     return 1 << math.ceil(math.log2(wanted))
 
 
+def _layout(units: Units, sequence: np.ndarray, slots: int | None, spacing: int, copies: int) -> tuple[int, int, int]:
+    """(T, copies per unit, production columns per value) of a state holding ``sequence`` (unit indices)."""
+    size_t = slot_count(sequence.size, slots=slots, spacing=spacing)
+    cp = int(max(copies, np.bincount(sequence, minlength=units.count).max(initial=1), 2))
+    return size_t, cp, cp * (2 if units.fetches().size else 1)  # a value's fetches are productions too
+
+
 class SAState:
     """A slot sequence over ``units`` with incremental lifetimes and segment tree(s).
 
@@ -83,12 +91,11 @@ class SAState:
         self.units = units
         data = units.data
         sequence = np.asarray(sequence, dtype=np.int64)
-        size_t = slot_count(sequence.size, slots=slots, spacing=spacing)
-        cp = int(max(copies, np.bincount(sequence, minlength=units.count).max(initial=1), 2))
+        size_t, cp, productions = _layout(units, sequence, slots, spacing, copies)
         unit_table = np.zeros((units.count, 5), dtype=np.int64)
         unit_table[:, 0], unit_table[:, 1], unit_table[:, 2] = data.out, data.ws, data.recomputable
         unit_table[units.fetches(), UF] = 1
-        values = np.zeros((graph.n, VP + cp * (2 if unit_table[:, UF].any() else 1)), dtype=np.int64)  # + fetches
+        values = np.zeros((graph.n, VP + productions), dtype=np.int64)
         values[:, VS], values[:, VO] = data.size, data.is_output
         values[:, VC] = np.bincount(data.in_idx, minlength=graph.n) * cp
         values[1:, VU] = np.cumsum(values[:-1, VC])
@@ -110,6 +117,8 @@ class SAState:
             ints=np.array([0, cp, int(logaddexp), 0], dtype=np.int64),
             floats=np.zeros(4, dtype=np.float64),
         )
+        self._allocated = self.arrays  # full-size arrays; ``respread`` may leave views of them in ``arrays``
+        self._capacity = cp  # copies per unit the arrays hold
         a = self.arrays
         if logaddexp:
             a.floats[LAE_SCALE] = LAE_MAX_VALUE * math.log(2.0) / max(int(data.size.max()), 1)
@@ -117,6 +126,57 @@ class SAState:
         times = (np.arange(1, sequence.size + 1, dtype=np.int64) * size_t) // (sequence.size + 1)
         kernels.fill(a.U, a.ucost, a.in_ptr, a.in_idx, a.V, a.use_buf, a.S, a.occ, a.ints, a.floats, sequence, times)
         self.rebuild_trees()
+
+    def reload(self, sequence: np.ndarray, times: np.ndarray) -> None:
+        """Replace the state by ``sequence[i]`` at slot ``times[i]`` (increasing), reusing the arrays.
+
+        Each unit may occur at most :attr:`copies` times. Much faster than a new state on large graphs,
+        whose build time is mostly the first touch of freshly allocated memory.
+        """
+        self._clear()
+        a = self.arrays
+        sequence, times = np.asarray(sequence, dtype=np.int64), np.asarray(times, dtype=np.int64)
+        kernels.fill(a.U, a.ucost, a.in_ptr, a.in_idx, a.V, a.use_buf, a.S, a.occ, a.ints, a.floats, sequence, times)
+        self.rebuild_trees()
+
+    def respread(self, sequence: np.ndarray, *, slots: int | None = None, spacing: int = 64, copies: int = 16) -> bool:
+        """Become ``SAState(graph, units, sequence, ...)`` in place if the arrays are large enough; return whether.
+
+        The slots and tree(s) become views of the first T entries; the copy limit and the use capacities
+        are those a new state would have, so the search runs exactly as on a new state.
+        """
+        sequence = np.asarray(sequence, dtype=np.int64)
+        size_t, cp, _ = _layout(self.units, sequence, slots, spacing, copies)
+        full = self._allocated
+        if size_t > full.S.shape[0] or cp > self._capacity:
+            return False
+        self._clear()
+        lae = bool(full.ints[LAE_ON])
+        self.arrays = full._replace(
+            S=full.S[:size_t],
+            occ=full.occ[:size_t],
+            tree=full.tree[: 2 * size_t + 2],
+            lazy=full.lazy[: size_t + 1],
+            ltree=full.ltree[: 2 * size_t + 2] if lae else full.ltree,
+            llazy=full.llazy[: size_t + 1] if lae else full.llazy,
+        )
+        a = self.arrays
+        a.ints[CP] = cp
+        a.V[:, VC] = np.bincount(a.in_idx, minlength=self.graph.n) * cp
+        times = (np.arange(1, sequence.size + 1, dtype=np.int64) * size_t) // (sequence.size + 1)
+        kernels.fill(a.U, a.ucost, a.in_ptr, a.in_idx, a.V, a.use_buf, a.S, a.occ, a.ints, a.floats, sequence, times)
+        self.rebuild_trees()
+        return True
+
+    def _clear(self) -> None:
+        """Empty every slot (the full arrays' too) and reset counts and cost."""
+        a = self.arrays
+        a.S[a.occ[: a.ints[N_OCC]]] = NONE
+        a.U[:, UC] = 0
+        a.V[:, VN] = 0
+        a.V[:, VK] = 0
+        a.ints[N_OCC] = 0
+        a.floats[kernels.COST] = 0.0
 
     @property
     def size(self) -> int:
