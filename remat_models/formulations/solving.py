@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from remat_models.backends import SolveLimits
+from remat_models.backends import SolveLimits, SolveStatus
 from remat_models.core.graph import Graph
 from remat_models.core.schedule import Schedule
 from remat_models.errors import ConfigurationError
@@ -57,10 +57,18 @@ def solve_model(
     """Build, warm-start from ``init`` if it fits the model's structure, solve, decode; the schedule is simulated.
 
     ``backend`` defaults to the formulation's own (HiGHS for Checkmate, CP-SAT for Moccasin). Multi-phase
-    formulations (Moccasin) run their own ``solve``; extensions apply in every phase.
+    formulations (Moccasin) run their own ``solve``; extensions apply in every phase. A formulation with a
+    ``least_seconds(graph)`` estimate (its build plus the shortest solve phase) is not built when the time limit
+    is below it: the outcome is "no schedule" (``details["build_skipped"]``) and ``plan`` returns the warm start.
     """
     form = get_formulation(formulation)
     backend = backend or form.default_backend
+    least = getattr(form, "least_seconds", None)  # a build that cannot finish with time to solve is not started
+    needed = None if least is None or limits.time_limit is None else least(graph)
+    if needed is not None and limits.time_limit is not None and needed > limits.time_limit:
+        skipped = f"{limits.time_limit:.1f} s left, the build and a phase need {needed:.1f} s: not built"
+        log.info("%s on %s: %s", formulation, graph.name, skipped)
+        return SolveOutcome(formulation, backend, SolveStatus.NO_SOLUTION, details={"build_skipped": skipped})
     started = time.perf_counter()
     opts = form.warm_options(form.options(options), init)
     built = form.build_for(graph, budget, backend, opts, extensions)  # type: ignore[attr-defined]
@@ -95,4 +103,3 @@ def approximate(
     return function(
         graph, budget, backend=backend, limits=limits, seed=limits.seed, extensions=extensions, **dict(options or {})
     )
-

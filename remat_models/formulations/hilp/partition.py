@@ -14,6 +14,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -101,8 +102,15 @@ def _make_cluster(members: list[int | Cluster]) -> Cluster:
     return Cluster(tuple(members), tuple(sorted(v for m in members for v in _leaves(m))))
 
 
-def h_partition(graph: Graph, options: PartitionOptions | None = None) -> Partition:
-    """Partition the forward graph of ``graph`` (every node if it has no forward node)."""
+class PartitionTimeUp(Exception):
+    """The deadline passed between two rounds of H-Partition (a partial partition is of no use)."""
+
+
+def h_partition(graph: Graph, options: PartitionOptions | None = None, deadline: float | None = None) -> Partition:
+    """Partition the forward graph of ``graph`` (every node if it has no forward node).
+
+    Raises :class:`PartitionTimeUp` when ``deadline`` (``time.perf_counter``) passes before a round starts.
+    """
     opts = (options or PartitionOptions()).validated()
     forward = forward_mask(graph)
     if not forward.any():
@@ -122,6 +130,8 @@ def h_partition(graph: Graph, options: PartitionOptions | None = None) -> Partit
     rounds = 0
     grads = has_backward if check_grad else None
     while _estimate_items(items) > opts.max_top:
+        if deadline is not None and time.perf_counter() > deadline:
+            raise PartitionTimeUp(f"H-Partition: the time limit passed after {rounds} rounds ({len(items)} items)")
         new_items = _Round(graph, items, forward, grads, model_output, opts).run()
         rounds += 1
         if len(new_items) >= len(items):  # e.g. a mask read by every layer: no flow fits, no chain links

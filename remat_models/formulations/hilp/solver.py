@@ -4,7 +4,9 @@ Time limits: each option ILP gets ``level_time_limit``; with a total limit (``So
 option ILPs stop after ``options_time_limit`` (default 60 % of the total; the base options always
 exist) and the top ILP gets what is left (at least 1 s). Within the options time, each distinct cluster
 (children first) gets an even share of what is left over the clusters left, so one hard ILP cannot
-starve the rest: a cluster stops its grid of ILPs at the end of its share.
+starve the rest: a cluster stops its grid of ILPs at the end of its share. Every phase checks the total
+limit (issue 24): H-Partition between rounds, the top ILP never past the end; a solve that reaches the end
+before its top level returns the warm start as "no schedule".
 
 For every distinct cluster (by canonical key, ``identical="exact"`` or ``"shape"``), children
 first: base options (autograd, recompute; no ILP), then H-ILP solves of the cluster's local graph
@@ -44,7 +46,13 @@ from remat_models.formulations.hilp.layers import pair_layers
 from remat_models.formulations.hilp.level import HILP_LEVEL, HilpModel
 from remat_models.formulations.hilp.local import LocalGraph, local_graph
 from remat_models.formulations.hilp.options import HilpOptions
-from remat_models.formulations.hilp.partition import Cluster, Partition, PartitionOptions, h_partition
+from remat_models.formulations.hilp.partition import (
+    Cluster,
+    Partition,
+    PartitionOptions,
+    PartitionTimeUp,
+    h_partition,
+)
 from remat_models.formulations.hilp.refine import Move, refine
 from remat_models.formulations.hilp.warm import Start, fitting_starts, halves, induced
 from remat_models.model import constructs
@@ -137,12 +145,19 @@ class HierarchicalSolver:
         self.key_of: dict[Cluster, str] = {}
         self.locals: dict[Cluster, LocalGraph] = {}
         self.ilp_times: list[tuple[str, float, str]] = []
-        self.deadline: float | None = None
+        self.deadline: float | None = None  # when option ILPs stop
+        self.top_deadline: float | None = None  # when the top's ILPs end (the refinement has the rest)
+        self.end: float | None = None  # when the whole solve ends (the total time limit)
         self.started = time.perf_counter()  # reset by run()
         self.unsolved: set[str] = set()  # keys of the clusters with a backward part whose options are not solved
         self.warm: dict[str, list[tuple[tuple[int, ...], tuple[int, ...]]]] = {}  # key -> options a start induces
 
     # ------------------------------------------------------------------ helpers
+    @staticmethod
+    def _past(when: float | None) -> bool:
+        """Whether the deadline ``when`` (``time.perf_counter``; None: none) has passed."""
+        return when is not None and time.perf_counter() > when
+
     def _local(self, cluster: Cluster) -> LocalGraph:
         if cluster not in self.locals:
             forward = np.array(cluster.nodes, dtype=np.int64)
@@ -188,8 +203,13 @@ class HierarchicalSolver:
 
     # ------------------------------------------------------------------ options
     def solve_cluster(self, cluster: Cluster) -> None:
-        """Options of ``cluster`` (its sub-clusters first), stored once per canonical key."""
-        for member in cluster.members:
+        """Options of ``cluster`` (its sub-clusters first), stored once per canonical key.
+
+        Past the options deadline a cluster gets its base and warm-start options only (no ILP); past the top's
+        deadline its sub-clusters get none (they only give the refinement its moves).
+        """
+        late = self._past(self.deadline)
+        for member in cluster.members if not self._past(self.top_deadline) else ():
             if isinstance(member, Cluster):
                 self.solve_cluster(member)
         lg = self._local(cluster)
@@ -207,7 +227,8 @@ class HierarchicalSolver:
         if lg.backward.size == 0:
             return
         self.unsolved.discard(key)
-        self._grid(cluster, lg, options, seen)
+        if not late:
+            self._grid(cluster, lg, options, seen)
         self.solved[key].options = pareto(lg, options)
 
     def _grid(self, cluster: Cluster, lg: LocalGraph, options: list[ClusterOption], seen: set) -> None:
@@ -292,31 +313,51 @@ class HierarchicalSolver:
             )
         started = self.started = time.perf_counter()
         total = self.limits.time_limit
+        self.end = None if total is None else started + total
+        self.top_deadline = None if total is None else started + (1 - REFINE_SHARE) * total
         starts = fitting_starts(self.graph, self.budget, init, total, self.limits.seed, self.opts.warm)
-        partition = h_partition(self.graph, _partition_options(self.opts))
+        try:
+            partition = h_partition(self.graph, _partition_options(self.opts), self.end)
+        except PartitionTimeUp as error:
+            log.info("%s", error)
+            return self._result(Partition((), 0), None, None, None, starts, "the time limit passed in H-Partition")
         self.backward = backward_sets(self.graph, partition, self.owner)
         if self.opts.options_time_limit is not None:
             self.deadline = started + self.opts.options_time_limit
         elif total is not None:
             self.deadline = started + OPTIONS_SHARE * total
+        if self.end is not None:
+            self.deadline = min(self.end, self.deadline or self.end)
         clusters = partition.clusters()
-        self.unsolved = {self._local(c).key(self.opts.identical) for c in clusters if self._local(c).backward.size}
+        top = {m for m in partition.top if isinstance(m, Cluster)}
+        for cluster in clusters:  # past the options deadline no option ILP runs: the shares need no count
+            if self._past(self.deadline):
+                break
+            if self._local(cluster).backward.size:
+                self.unsolved.add(self._local(cluster).key(self.opts.identical))
         for split in (halves(self.graph, start.schedule) for start in starts):
             for cluster in clusters if split is not None else ():
+                if cluster not in top and self._past(self.top_deadline):  # late: only the top clusters' options
+                    continue
                 option = induced(self._local(cluster), split)
                 if option is not None:
                     self.warm.setdefault(self._local(cluster).key(self.opts.identical), []).append(option)
         for member in partition.top:
             if isinstance(member, Cluster):
                 self.solve_cluster(member)
+        if self._past(self.end):
+            return self._result(partition, None, None, None, starts, "the time limit passed before the top level")
         index = {v: v for v in range(self.graph.n)}
         layers = self._select([m for m in partition.top if isinstance(m, Cluster)], index, self.budget)
         loss = next((v for v in self.graph.order.tolist() if self.graph.kind[v] == NodeKind.LOSS), None)
         opts = {"integral_memory": self.integral, "correction": self.opts.correction}
         hgraph = build_hgraph(self.graph, layers, loss=loss)
         built = HILP_LEVEL.build_level(hgraph, self.budget, opts)
-        end = None if total is None else started + (1 - REFINE_SHARE) * total
-        result = self._solve(built, None if end is None else max(1.0, end - time.perf_counter()), "top")
+        end = self.top_deadline
+        limit = None if end is None else min(max(1.0, end - time.perf_counter()), self.left())
+        if limit is not None and limit <= 0:
+            return self._result(partition, None, None, None, starts, "the time limit passed before the top level")
+        result = self._solve(built, limit, "top")
         log.info("hilp top of %s: %s after %d ILPs", self.graph.name, result.status.value, len(self.ilp_times))
         found = self._found(built, result)
         for factor in RELAX:  # the top's accounting is conservative: a relaxed top's schedule may still fit
@@ -331,6 +372,10 @@ class HierarchicalSolver:
                 found = attempt
         return self._result(partition, built, result, found, starts)
 
+    def left(self) -> float:
+        """Seconds left until the end of the whole solve (infinite without a time limit)."""
+        return math.inf if self.end is None else self.end - time.perf_counter()
+
     def _found(self, built: HilpModel, result: Any) -> _Found | None:
         """The eagerly freed, simulated schedule of a top solve (None without a solution)."""
         if not result.has_solution:
@@ -339,19 +384,25 @@ class HierarchicalSolver:
         return _Found(schedule, simulate(self.graph, schedule), built.peak_bound(result.values))
 
     def _result(
-        self, partition: Partition, built: HilpModel, top: Any, found: _Found | None, starts: list[Start]
+        self,
+        partition: Partition,
+        built: HilpModel | None,
+        top: Any,
+        found: _Found | None,
+        starts: list[Start],
+        reason: str | None = None,
     ) -> HierarchicalResult:
         """The honest outcome: the cheapest of the top's schedule and the warm starts, each refined; never a proof.
 
         FEASIBLE when the top level found a schedule or the refinement improved the warm start; NO_SOLUTION
-        (with the reason) otherwise, returning the warm start when there is one.
+        (with the reason) otherwise, returning the warm start when there is one. ``top`` is None (``reason``
+        given) when the time limit passed before the top level was solved.
         """
-        reason = None
-        if found is None or not found.simulation.fits(self.budget):
+        if top is not None and (found is None or not found.simulation.fits(self.budget)):
             reason = f"the top level found no combination of the cluster options within the budget ({top.status.value})"
             found = None
         top_cost = None if found is None else found.simulation.total_cost
-        end = self.started + self.limits.time_limit if self.limits.time_limit is not None else math.inf
+        end = math.inf if self.end is None else self.end
         moves = self._moves(partition)
         refined, warm = 0, False
         for incumbent, from_start in ((found, False), *((start, True) for start in starts)):  # cheapest refined kept
@@ -368,13 +419,13 @@ class HierarchicalSolver:
             schedule=None if found is None else found.schedule,
             simulation=None if found is None else found.simulation,
             objective=None if found is None else found.simulation.total_cost,
-            bound=built.cost(top.bound),
+            bound=None if built is None else built.cost(top.bound),
             partition=partition,
             ilp_times=self.ilp_times,
             top=built,
-            top_solve_time=float(top.wall_time),
+            top_solve_time=0.0 if top is None else float(top.wall_time),
             model_peak=None if found is None else found.model_peak,
-            top_status=top.status.value,
+            top_status="not solved" if top is None else top.status.value,
             top_cost=top_cost,
             reason=reason,
             returned_warm_start=warm,
@@ -386,7 +437,7 @@ class HierarchicalSolver:
         moves = []
         for cluster in partition.clusters():
             backward = self.backward[cluster]
-            if not backward.size:
+            if not backward.size or cluster not in self.key_of:  # no options: skipped past the deadline
                 continue
             gid = self._local(cluster).gid
             parts = {tuple(int(gid[i]) for i in o.bwd) for o in self.solved[self.key_of[cluster]].options}

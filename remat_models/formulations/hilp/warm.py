@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 
 WARM_SHARE = 0.15  # of a total time limit: the most a FastSA warm start of the hierarchical solve may take
 WARM_SECONDS = 10.0  # ... and at most this many seconds (FastSA's own limit without a total one)
+FASTSA_SETUP_SECONDS_PER_NODE = 1.5e-4  # FastSA's time beyond its limit: 0.9-1.8 s on the 9,607-node transformer
 
 
 class Start(NamedTuple):
@@ -43,7 +44,8 @@ def fitting_starts(
 
     FastSA runs even when ``init`` fits (``plan``'s default init on small graphs is a fast baseline's schedule,
     whose induced options can be far from the optimum: docs/hilp.md, UNet), within min(10 s, 15 % of the
-    limit). Its schedule is kept unless it equals ``init``.
+    limit), unless ``init`` fits and FastSA's setup (estimated from the graph's size) would take longer than
+    that share: the run would then overrun it. Its schedule is kept unless it equals ``init``.
     """
     starts: list[Start] = []
     if init is not None and not any(isinstance(step, TRANSFER_STEPS) for step in init.steps):
@@ -53,6 +55,9 @@ def fitting_starts(
     if not fastsa:
         return starts
     seconds = WARM_SECONDS if time_limit is None else min(WARM_SECONDS, WARM_SHARE * time_limit)
+    if starts and FASTSA_SETUP_SECONDS_PER_NODE * graph.n > seconds:
+        log.info("hilp warm start: no FastSA run (its setup would take more than its %.1f s)", seconds)
+        return starts
     started = time.perf_counter()
     schedule = run_heuristic("fastsa", graph, budget, seed=seed, time_limit=max(0.1, seconds))[0]
     simulation = simulate(graph, schedule)
