@@ -158,3 +158,28 @@ def test_solve_defaults_to_auto_and_checks_its_options(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr
     assert json.loads(out.read_text())["metadata"]["method"] == "auto"
     assert simulate(graph, read_schedule(out, graph)).peak <= int(0.8 * input_order_peak(graph))
+
+
+def _command_paths(command: object, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """Every command and group of the click tree, as argument paths."""
+    paths = [prefix]
+    for name, sub in getattr(command, "commands", {}).items():
+        paths += _command_paths(sub, (*prefix, name))
+    return paths
+
+
+def test_every_command_prints_its_help() -> None:
+    """`--help` renders for every command (rich markup in a help text must not break it)."""
+    import typer
+    from typer.testing import CliRunner
+
+    from remat_models.cli.app import app
+
+    command = typer.main.get_command(app)
+    paths = _command_paths(command)
+    assert ("solve",) in paths and ("bench", "plot", "tradeoff") in paths
+    runner = CliRunner()
+    for path in paths:
+        result = runner.invoke(app, [*path, "--help"], terminal_width=200)
+        assert result.exit_code == 0, (path, result.output[-500:], result.exception)
+        assert "Usage" in result.output, path
