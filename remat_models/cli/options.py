@@ -30,7 +30,7 @@ OptionOption = Annotated[
 # The options of `remat solve` (and the commands that share them).
 MethodOption = Annotated[
     str | None,
-    typer.Option("--method", "-m", help="Method: a heuristic, auto (the default) or FORMULATION/BACKEND (the backend optional)."),
+    typer.Option("--method", "-m", help="Method: a heuristic, auto (the default) or FORMULATION, FORMULATION/BACKEND."),
 ]
 FormulationOption = Annotated[str | None, typer.Option("--formulation", "-f", help="Exact model, e.g. checkmate.")]
 BackendOption = Annotated[
