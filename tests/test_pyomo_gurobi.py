@@ -134,3 +134,17 @@ def test_solve_prints_nothing(capfd, backend):
     model, _ = SUITE["reservoir"]()
     get_backend(backend).solve(model, SolveLimits(time_limit=5), hints={"time": [0, 1, 2]})
     assert capfd.readouterr() == ("", "")
+
+
+@needs_pyomo
+def test_pyomo_leaves_nothing_in_sys_modules_that_breaks_pickling() -> None:
+    """Pyomo's placeholders for missing optional modules raise on getattr; pickle.whichmodule walks sys.modules.
+
+    (torch inductor's cache key pickles such objects: a torch.compile after a Pyomo solve failed in one process.)
+    """
+    import pickle
+
+    from remat_models.backends.pyomo import pyomo_environ
+
+    pyomo_environ()
+    assert pickle.whichmodule(5, "no_such_attribute") == "__main__"  # an int has no __module__: every module is asked

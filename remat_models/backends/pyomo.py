@@ -9,10 +9,12 @@ the solver's output after the solve (CBC: "No match for NAME", GLPK: "Invalid op
 from __future__ import annotations
 
 import functools
+import importlib.util
 import logging
 import math
 import re
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -28,6 +30,23 @@ from remat_models.model import constructs as C
 log = logging.getLogger(__name__)
 
 DEFAULT_SOLVER = "appsi_highs"
+_PYOMO_PLACEHOLDERS = "pyomo.common.dependencies."  # sys.modules names of Pyomo's deferred imports
+
+
+def pyomo_environ() -> Any:
+    """``pyomo.environ``, imported, with Pyomo's placeholders for the optional modules it lacks out of ``sys.modules``.
+
+    Pyomo registers e.g. ``pyomo.common.dependencies.pyutilib`` there even when pyutilib is missing, and
+    ``getattr`` on such a placeholder raises DeferredImportError, not AttributeError: that breaks
+    ``pickle.whichmodule`` (it walks ``sys.modules``) for the rest of the process, torch inductor's cache
+    key included.
+    """
+    import pyomo.environ as pe
+
+    for name in [name for name in sys.modules if name.startswith(_PYOMO_PLACEHOLDERS)]:
+        if importlib.util.find_spec(name.removeprefix(_PYOMO_PLACEHOLDERS).split(".")[0]) is None:
+            del sys.modules[name]
+    return pe
 # How to install the solvers most often asked for; others fall back to Pyomo's documentation.
 SOLVER_HINTS = {
     "appsi_highs": "pip install 'highspy>=1.14,<1.15'",
@@ -90,10 +109,10 @@ class PyomoBackend(LoweringBackend):
         return super().available() and _solver_available(DEFAULT_SOLVER)
 
     def _solve_lowered(self, model: Model, limits: SolveLimits, hint: np.ndarray | None) -> SolveResult:
-        import pyomo.environ as pe
         from pyomo.common.errors import ApplicationError
         from pyomo.solvers.plugins.solvers.persistent_solver import PersistentSolver
 
+        pe = pyomo_environ()
         self.set_solver_options(limits, _option_check(self.solver_name))  # before the build: seconds
         pm = build(model)
         opt = pe.SolverFactory(self.solver_name)
@@ -211,9 +230,9 @@ def _option_check(solver: str) -> Callable[[str, Any], None]:
 
 def build(model: Model) -> Any:
     """A Pyomo ``ConcreteModel`` with ``x[j]`` per column, one constraint per linear row and the objective."""
-    import pyomo.environ as pe
     from pyomo.core.expr.numeric_expr import LinearExpression
 
+    pe = pyomo_environ()
     extra = model.constructs() - {C.CONTINUOUS}
     if extra:
         raise SolverError(f"pyomo: lower the model first; it still holds {', '.join(sorted(extra))}")
@@ -305,7 +324,7 @@ def _version(opt: Any, name: str) -> str:
 def _pyomo_knows(name: str) -> bool:
     """Whether Pyomo's SolverFactory has a plugin called ``name`` (True when Pyomo is missing: decided later)."""
     try:
-        import pyomo.environ as pe
+        pe = pyomo_environ()
     except ImportError:
         return True
     return name in pe.SolverFactory
@@ -314,7 +333,7 @@ def _pyomo_knows(name: str) -> bool:
 @functools.cache
 def _solver_available(name: str) -> bool:
     """Whether Pyomo can run solver ``name`` here."""
-    import pyomo.environ as pe
+    pe = pyomo_environ()
 
     try:
         return bool(pe.SolverFactory(name).available(exception_flag=False))
