@@ -35,7 +35,7 @@ _STDERR_TAIL = 2000
 _LIVE: set[subprocess.Popen[bytes]] = set()  # children of this process still running
 _LIVE_LOCK = threading.Lock()
 _STOPPED: set[int] = set()  # pids of runs stopped by stop_running: recorded as interrupted
-STOP_GRACE_S = 10.0  # seconds a stopped run has to stop its solver and write its result before it is killed
+STOP_GRACE_S = 30.0  # seconds a stopped run gets to stop its solver and write its best (HiGHS: up to ~16 s seen)
 
 
 def stop_running(grace: float = STOP_GRACE_S) -> int:
