@@ -25,6 +25,7 @@ from remat_models.core.schedule import Schedule, simulate
 from remat_models.heuristics.recompute import Score, forward_mask, saved_set_sequence, sequence_schedule, sequence_score
 
 GRID = 32  # prefix lengths scored before bisecting
+NO_REGION = -1
 
 
 @dataclass(frozen=True)
@@ -36,27 +37,73 @@ class SaveSet:
     cost: float
 
 
-def replay_sequence(graph: Graph, saved: np.ndarray, forward: np.ndarray | None = None) -> np.ndarray:
+@dataclass(frozen=True)
+class Regions:
+    """Checkpointed regions of a graph's forward pass (``torch.utils.checkpoint`` per block).
+
+    ``label``: each node's region, or :data:`NO_REGION`. ``internal``: the region values read by no node
+    outside their region but the backward (only those may be dropped: the rest leaves the region and stays
+    alive). ``first_read[r]``: position, in the backward's order, of the first backward node reading a value
+    of region ``r``, where ``checkpoint`` replays it (the backward's length if none does).
+    """
+
+    label: np.ndarray
+    internal: np.ndarray
+    first_read: np.ndarray
+
+    @classmethod
+    def of(cls, graph: Graph, label: np.ndarray) -> Regions:
+        """The regions of ``label`` (one region index per node, :data:`NO_REGION` outside every region)."""
+        label = np.asarray(label, dtype=np.int64)
+        backward = graph.of_kind(NodeKind.BACKWARD)
+        source, target = graph.edges[:, 0], graph.edges[:, 1]
+        internal = forward_mask(graph) & (label != NO_REGION)
+        internal[source[~backward[target] & (label[source] != label[target])]] = False
+        internal[graph.outputs] = False
+        tail = graph.order[backward[graph.order]]
+        at = np.full(graph.n, tail.size, dtype=np.int64)
+        at[tail] = np.arange(tail.size)
+        reads = backward[target] & internal[source]
+        first_read = np.full(int(label.max(initial=NO_REGION)) + 1, tail.size, dtype=np.int64)
+        np.minimum.at(first_read, label[source[reads]], at[target[reads]])
+        return cls(label, internal, first_read)
+
+
+def replay_sequence(
+    graph: Graph, saved: np.ndarray, forward: np.ndarray | None = None, regions: Regions | None = None
+) -> np.ndarray:
     """Compute sequence of a save set under replay: unsaved forward values all recomputed as the backward starts.
 
-    ``torch.utils.checkpoint`` re-runs its whole region, in order, at the backward's first unpack.
+    ``torch.utils.checkpoint`` re-runs its whole region, in order, at the backward's first unpack. With
+    ``regions``, each region's unsaved internal values are recomputed just before the first backward node
+    reading one of its values; other values are never recomputed.
     """
     forward = forward_mask(graph) if forward is None else forward
     backward = graph.of_kind(NodeKind.BACKWARD)
     dropped = forward & graph.recomputable
     dropped[saved] = False
     order = graph.order
-    return np.concatenate([order[~backward[order]], order[dropped[order]], order[backward[order]]])
+    head, tail = order[~backward[order]], order[backward[order]]
+    if regions is None:
+        return np.concatenate([head, order[dropped[order]], tail])
+    replayed = order[(dropped & regions.internal)[order]]
+    nodes = np.concatenate([replayed, tail])
+    at = np.concatenate([regions.first_read[regions.label[replayed]], np.arange(tail.size)])
+    after = np.concatenate([np.zeros(replayed.size, dtype=np.int64), np.ones(tail.size, dtype=np.int64)])
+    return np.concatenate([head, nodes[np.lexsort((after, at))]])  # stable: each region replays in forward order
 
 
 class _Scorer:
     """Scores save sets of one graph: the droppable candidates ranked cheapest-per-byte first."""
 
-    def __init__(self, graph: Graph, replay: bool = False) -> None:
+    def __init__(self, graph: Graph, replay: bool = False, regions: Regions | None = None) -> None:
         self.graph = graph
-        self.sequence = replay_sequence if replay else saved_set_sequence
+        self.replay, self.regions = replay or regions is not None, regions
         self.forward = forward_mask(graph)
-        nodes = np.flatnonzero(self.forward & graph.recomputable & (graph.mem > 0))
+        droppable = self.forward & graph.recomputable & (graph.mem > 0)
+        if regions is not None:
+            droppable &= regions.internal
+        nodes = np.flatnonzero(droppable)
         per_byte = graph.cost[nodes] / graph.mem[nodes]
         self.ranked = nodes[np.argsort(per_byte, kind="stable")]
         self.all_forward = np.flatnonzero(self.forward)
@@ -67,13 +114,19 @@ class _Scorer:
         keep[self.ranked[dropped]] = False
         return self.all_forward[keep[self.all_forward]]
 
+    def sequence(self, dropped: np.ndarray) -> np.ndarray:
+        """Compute sequence of the plan dropping the masked candidates."""
+        if self.replay:
+            return replay_sequence(self.graph, self.saved(dropped), self.forward, self.regions)
+        return saved_set_sequence(self.graph, self.saved(dropped), self.forward)
+
     def score(self, dropped: np.ndarray) -> Score:
         """(peak, cost) of the plan dropping the masked candidates."""
-        return sequence_score(self.graph, self.sequence(self.graph, self.saved(dropped), self.forward))
+        return sequence_score(self.graph, self.sequence(dropped))
 
     def resident_at_peak(self, dropped: np.ndarray) -> np.ndarray:
         """Mask of the nodes resident at the plan's peak step (the value it computes included)."""
-        schedule = sequence_schedule(self.graph, self.sequence(self.graph, self.saved(dropped), self.forward))
+        schedule = sequence_schedule(self.graph, self.sequence(dropped))
         resident = np.zeros(self.graph.n, dtype=bool)
         for step in itertools.islice(schedule, simulate(self.graph, schedule).peak_step + 1):
             resident[step.node] = not resident[step.node]  # a Compute makes a value resident, a Free ends it
@@ -134,12 +187,13 @@ def _lower_peak(scorer: _Scorer, dropped: np.ndarray, score: Score, budget: int)
     return dropped, score
 
 
-def saveset_search(graph: Graph, budget: int, *, replay: bool = False) -> SaveSet:
+def saveset_search(graph: Graph, budget: int, *, replay: bool = False, regions: Regions | None = None) -> SaveSet:
     """The cheapest save-set plan found within ``budget`` bytes, else the lowest-peak one found.
 
-    ``replay``: recomputation as ``torch.utils.checkpoint`` does it (:func:`replay_sequence`).
+    ``replay``: recomputation as ``torch.utils.checkpoint`` does it (:func:`replay_sequence`), over the
+    whole forward or per region of ``regions`` (which implies ``replay``).
     """
-    scorer = _Scorer(graph, replay)
+    scorer = _Scorer(graph, replay, regions)
     dropped, score = _prefix_sweep(scorer, budget)
     if score[0] > budget:
         dropped, score = _lower_peak(scorer, dropped, score, budget)
@@ -148,16 +202,20 @@ def saveset_search(graph: Graph, budget: int, *, replay: bool = False) -> SaveSe
     return SaveSet(scorer.saved(dropped), score[0], score[1])
 
 
-def saveset_range(graph: Graph, *, replay: bool = False) -> tuple[int, int]:
+def saveset_range(graph: Graph, *, replay: bool = False, regions: Regions | None = None) -> tuple[int, int]:
     """(least peak the search reaches, peak saving every forward value): the span of save-set budgets."""
-    scorer = _Scorer(graph, replay)
+    scorer = _Scorer(graph, replay, regions)
     most = scorer.score(scorer.prefix(0))[0]
     return min(most, _lower_peak(scorer, *_prefix_sweep(scorer, -1), -1)[1][0]), most
 
 
-def saveset_schedule(graph: Graph, saved: np.ndarray, *, replay: bool = False) -> Schedule:
+def saveset_schedule(
+    graph: Graph, saved: np.ndarray, *, replay: bool = False, regions: Regions | None = None
+) -> Schedule:
     """The schedule of a save set: unsaved values recomputed when the backward needs them (``replay``: at its start)."""
-    return sequence_schedule(graph, (replay_sequence if replay else saved_set_sequence)(graph, saved))
+    if replay or regions is not None:
+        return sequence_schedule(graph, replay_sequence(graph, saved, regions=regions))
+    return sequence_schedule(graph, saved_set_sequence(graph, saved))
 
 
 def saveset(graph: Graph, budget: int) -> Schedule:

@@ -4,10 +4,13 @@
 values with the save-set search and turns the choice into a policy for
 ``create_selective_checkpoint_contexts``: the k-th call of an op in the checkpointed forward is saved iff
 the k-th call of that op in the traced forward is (in-place ops count as their functional forms, views
-are recomputed, random ops always saved). The region is the model's whole forward::
+are recomputed, random ops always saved). The region is the model's whole forward, or one region per
+block (``blocks=``: submodules, or a predicate on their qualified names), each replayed by ``checkpoint``
+when the backward first reaches it; the plan is searched under that replay model
+(:class:`~remat_models.heuristics.saveset.Regions`)::
 
-    plan = sac_plan(model, inputs, loss_fn, targets, activation_budget=0.5)
-    out = checkpoint(model, inputs, use_reentrant=False, context_fn=plan.context_fn)
+    plan = sac_plan(model, inputs, loss_fn, targets, activation_budget=0.5, blocks=list(model.blocks))
+    loss_fn(checkpointed(model, plan)(inputs), targets).backward()  # each block under checkpoint(block, ...)
 
 An op the trace does not show at that place (another order, an output of another shape) is saved, so a
 mismatch costs memory, never correctness; ``SacPlan.unmatched`` counts them per step.
@@ -15,9 +18,11 @@ mismatch costs memory, never correctness; ``SacPlan.unmatched`` counts them per 
 
 from __future__ import annotations
 
+import functools
 import operator
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,15 +33,18 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.checkpoint import SAC_IGNORED_OPS, CheckpointPolicy, create_selective_checkpoint_contexts
 
 from remat_models.core.graph import Graph, NodeKind
-from remat_models.core.schedule import Compute, simulate
-from remat_models.heuristics.saveset import saveset_schedule, saveset_search
+from remat_models.core.schedule import simulate
+from remat_models.errors import ConfigurationError
+from remat_models.heuristics.saveset import NO_REGION, Regions, replay_sequence, saveset_schedule, saveset_search
 from remat_models.torch.api import extract
 from remat_models.torch.mapping import Role, TorchGraph
 from remat_models.torch.ops import is_random, tensors_of
 from remat_models.torch.save_budget import SaveBudget, undone
 from remat_models.torch.trace import LossFn, as_tensors
 
-Key = tuple[str, int]  # (op name without an in-place suffix, occurrence in the forward)
+Key = tuple[str, int]  # (op name without an in-place suffix, occurrence in the forward or in a block)
+Decision = tuple[bool, tuple[tuple[int, ...], ...]]  # (save?, output shapes)
+Blocks = Sequence[nn.Module] | Callable[[str], bool]
 
 
 def op_name(op: Any) -> str:
@@ -64,21 +72,23 @@ class SacPlan:
     budget: int
     saved: frozenset[int]  # Graph node indices
     predicted_peak: int
-    decisions: dict[Key, tuple[bool, tuple[tuple[int, ...], ...]]] = field(repr=False)  # (save?, output shapes)
-    mutated: set[Key] = field(repr=False)  # outputs written in place later in eager: never cached
+    blocks: list[nn.Module] = field(repr=False)  # the checkpointed regions (the model itself: one region)
+    regions: Regions | None = field(repr=False)  # the Graph's nodes per block (None: one whole-model region)
+    decisions: list[dict[Key, Decision]] = field(repr=False)  # per block, keyed by occurrence in the block
+    mutated: list[set[Key]] = field(repr=False)  # per block: outputs written in place later in eager, never cached
     unmatched: int = 0  # ops of the latest step the trace did not show at their place (saved)
 
-    def policy(self) -> Callable[..., CheckpointPolicy]:
-        """A policy function for one checkpointed forward (it counts the op calls it sees)."""
+    def policy(self, block: int = 0) -> Callable[..., CheckpointPolicy]:
+        """A policy function for one checkpointed forward of ``blocks[block]`` (it counts the op calls it sees)."""
         seen: dict[str, int] = defaultdict(int)
-        self.unmatched = 0
+        decisions, mutated = self.decisions[block], self.mutated[block]
 
         def decide(ctx: Any, op: Any, *args: Any, **kwargs: Any) -> CheckpointPolicy:
             name = op_name(op)
             key = (name, seen[name])
             seen[name] += 1
-            decision = self.decisions.get(key)
-            if key in self.mutated or writes(op):
+            decision = decisions.get(key)
+            if key in mutated or writes(op):
                 return CheckpointPolicy.PREFER_RECOMPUTE
             if decision is None or decision[1] != _shapes(ctx.op_output):
                 self.unmatched += 1
@@ -87,49 +97,76 @@ class SacPlan:
 
         return decide
 
-    def context_fn(self) -> tuple[Any, Any]:
-        """``context_fn`` for ``torch.utils.checkpoint.checkpoint(..., use_reentrant=False)``."""
-        return create_selective_checkpoint_contexts(self.policy())
+    def context_fn(self, block: int = 0) -> tuple[Any, Any]:
+        """``context_fn`` for ``torch.utils.checkpoint.checkpoint(blocks[block], ..., use_reentrant=False)``."""
+        return create_selective_checkpoint_contexts(self.policy(block))
 
 
-def _kept_for_backward(graph: Graph, saved: np.ndarray) -> frozenset[int]:
-    """The saved values still resident when the backward pass starts (SAC holds every value it saves till then)."""
-    resident: set[int] = set()
-    for step in saveset_schedule(graph, saved, replay=True):
-        if isinstance(step, Compute) and graph.kind[step.node] == NodeKind.BACKWARD:
-            break
-        resident.symmetric_difference_update((step.node,))
-    return frozenset(resident & set(saved.tolist()))
+def _kept_for_backward(graph: Graph, saved: np.ndarray, regions: Regions | None) -> frozenset[int]:
+    """The saved values read after the forward pass (SAC holds every value it saves till its region's backward)."""
+    sequence = replay_sequence(graph, saved, regions=regions)
+    later = np.zeros(graph.n, dtype=bool)
+    later[sequence[int(np.count_nonzero(~graph.of_kind(NodeKind.BACKWARD))) :]] = True
+    source, target = graph.edges[:, 0], graph.edges[:, 1]
+    read_later = np.zeros(graph.n, dtype=bool)
+    read_later[source[later[target]]] = True
+    return frozenset(np.intersect1d(np.flatnonzero(read_later), saved).tolist())
 
 
-def _decisions(torch_graph: TorchGraph, saved: frozenset[int]) -> dict[Key, tuple[bool, tuple[tuple[int, ...], ...]]]:
-    """(op, occurrence) -> (saved?, output shapes) for every op call of the traced forward."""
+def _forward_keys(torch_graph: TorchGraph) -> dict[Any, Key]:
+    """FX node -> (op, occurrence) for every op call of the traced forward."""
     graph = torch_graph.graph
-    index = {node: v for v, node in enumerate(torch_graph.fx_nodes)}
     forward = {torch_graph.fx_nodes[v] for v in graph.of_kind(NodeKind.FORWARD).nonzero()[0].tolist()}
     nodes = list(torch_graph.traced.module.graph.nodes)
     end = max((k for k, node in enumerate(nodes) if node in forward), default=-1)
     counts: dict[str, int] = defaultdict(int)
-    decisions = {}
+    keys = {}
     for node in nodes[: end + 1]:
         if node.op != "call_function" or node.target is operator.getitem:
             continue
         name = op_name(node.target)
+        keys[node] = (name, counts[name])
+        counts[name] += 1
+    return keys
+
+
+def _decisions(torch_graph: TorchGraph, keys: dict[Any, Key], saved: frozenset[int]) -> dict[Key, Decision]:
+    """(op, occurrence) -> (saved?, output shapes) for every op call of the traced forward."""
+    graph = torch_graph.graph
+    index = {node: v for v, node in enumerate(torch_graph.fx_nodes)}
+    decisions = {}
+    for node, key in keys.items():
         compute = torch_graph.roles[node] is Role.COMPUTE
         save = is_random(node) or (compute and (index[node] in saved or not graph.recomputable[index[node]]))
-        decisions[(name, counts[name])] = (save, _shapes(node.meta.get("val")))
-        counts[name] += 1
+        decisions[key] = (save, _shapes(node.meta.get("val")))
     return decisions
 
 
 class _MutationRecorder(TorchDispatchMode):
-    """Records which op calls (by :data:`Key`) return a tensor that a later in-place op writes into."""
+    """Records which op calls (by :data:`Key`) return a tensor that a later in-place op writes into.
 
-    def __init__(self) -> None:
+    Also the block (index into ``blocks``, :data:`NO_REGION` outside them) running each op call.
+    """
+
+    def __init__(self, blocks: list[nn.Module]) -> None:
         super().__init__()
         self.seen: dict[str, int] = defaultdict(int)
         self.made_by: dict[int, list[Key]] = defaultdict(list)  # storage address -> the op calls returning it
         self.mutated: set[Key] = set()
+        self.calls: list[tuple[Key, int]] = []  # every op call, in order, with its block
+        self.active = [NO_REGION]
+        self.hooks = [
+            handle
+            for k, block in enumerate(blocks)
+            for handle in (
+                block.register_forward_pre_hook(lambda *_, k=k: self.active.append(k)),
+                block.register_forward_hook(self._leave),
+            )
+        ]
+
+    def _leave(self, *_: Any) -> None:
+        """Forward hook: the block returned (returns None, so its output stands)."""
+        self.active.pop()
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
@@ -142,16 +179,67 @@ class _MutationRecorder(TorchDispatchMode):
         name = op_name(func)
         key = (name, self.seen[name])
         self.seen[name] += 1
+        self.calls.append((key, self.active[-1]))
         for tensor in tensors_of(out):
             self.made_by[tensor.untyped_storage().data_ptr()].append(key)
         return out
 
 
-def _mutated(model: nn.Module, inputs: Any) -> set[Key]:
-    """Op calls of one eager forward whose outputs are later written in place (SAC must not save those)."""
-    with undone(model), _MutationRecorder() as recorder:
-        model(*as_tensors(inputs, "inputs"))
-    return recorder.mutated
+def _recorded(model: nn.Module, inputs: Any, blocks: list[nn.Module]) -> _MutationRecorder:
+    """One eager forward, recorded: outputs later written in place (SAC must not save those), ops per block."""
+    recorder = _MutationRecorder(blocks)
+    try:
+        with undone(model), recorder:
+            model(*as_tensors(inputs, "inputs"))
+    finally:
+        for handle in recorder.hooks:
+            handle.remove()
+    return recorder
+
+
+def _blocks(model: nn.Module, blocks: Blocks | None) -> list[nn.Module]:
+    """The checkpointed regions: ``[model]`` by default, else the named submodules, none inside another."""
+    if blocks is None:
+        return [model]
+    named = dict(model.named_modules())
+    if callable(blocks) and not isinstance(blocks, nn.Module):
+        chosen = [module for name, module in named.items() if name and blocks(name)]
+    else:
+        chosen = list(blocks)
+    owned = {id(module) for module in named.values()}
+    strangers = [type(b).__name__ for b in chosen if not isinstance(b, nn.Module) or id(b) not in owned]
+    if strangers:
+        raise ConfigurationError(f"blocks must be submodules of the model, got {', '.join(strangers)}")
+    if not chosen:
+        raise ConfigurationError("blocks= names no submodule of the model")
+    for block in chosen:
+        inner = [b for b in chosen if b is not block and any(b is m for m in block.modules())]
+        if inner:
+            raise ConfigurationError(f"block {type(inner[0]).__name__} lies inside block {type(block).__name__}")
+    if len({id(b) for b in chosen}) < len(chosen):
+        raise ConfigurationError("blocks= names a submodule twice")
+    return chosen
+
+
+def _per_block(
+    recorder: _MutationRecorder, decisions: dict[Key, Decision], count: int
+) -> tuple[list[dict[Key, Decision]], list[set[Key]], dict[Key, int]]:
+    """Decisions and mutated outputs per block, re-keyed by occurrence in the block; each op call's block."""
+    local: list[dict[Key, Decision]] = [{} for _ in range(count)]
+    mutated: list[set[Key]] = [set() for _ in range(count)]
+    seen: list[dict[str, int]] = [defaultdict(int) for _ in range(count)]
+    block_of = {}
+    for key, block in recorder.calls:
+        block_of[key] = block
+        if block == NO_REGION:
+            continue
+        mine = (key[0], seen[block][key[0]])
+        seen[block][key[0]] += 1
+        if key in decisions:
+            local[block][mine] = decisions[key]
+        if key in recorder.mutated:
+            mutated[block].add(mine)
+    return local, mutated, block_of
 
 
 def sac_plan(
@@ -162,23 +250,65 @@ def sac_plan(
     *,
     budget: str | int | float | None = None,
     activation_budget: float | None = None,
+    blocks: Blocks | None = None,
 ) -> SacPlan:
-    """Trace the step, choose the save set within the budget (see :class:`SaveBudget`), return its policy."""
+    """Trace the step, choose the save set within the budget (see :class:`SaveBudget`), return its policy.
+
+    ``blocks``: the regions to checkpoint one by one (submodules of ``model``, or a predicate on their
+    qualified names, e.g. ``lambda name: name.startswith("blocks.")``); default: the whole model.
+    """
     save_budget = SaveBudget(budget, activation_budget)
+    chosen = _blocks(model, blocks)
     torch_graph = extract(model, inputs, loss_fn, targets)
-    bytes_ = save_budget.resolve(torch_graph.graph, replay=True)
-    choice = saveset_search(torch_graph.graph, bytes_, replay=True)
     graph = torch_graph.graph
-    saved = _kept_for_backward(graph, choice.saved)  # SAC holds what it saves: only what the backward reads
-    peak = simulate(graph, saveset_schedule(graph, np.array(sorted(saved), dtype=np.int64), replay=True)).peak
-    return SacPlan(torch_graph, bytes_, saved, peak, _decisions(torch_graph, saved), _mutated(model, inputs))
+    keys = _forward_keys(torch_graph)
+    recorder = _recorded(model, inputs, chosen)
+    regions = None
+    if blocks is not None:
+        _, _, block_of = _per_block(recorder, {}, len(chosen))
+        label = np.full(graph.n, NO_REGION, dtype=np.int64)
+        for v, node in enumerate(torch_graph.fx_nodes):
+            if node in keys:
+                label[v] = block_of.get(keys[node], NO_REGION)
+        regions = Regions.of(graph, label)
+    bytes_ = save_budget.resolve(graph, replay=True, regions=regions)
+    choice = saveset_search(graph, bytes_, replay=True, regions=regions)
+    saved = _kept_for_backward(graph, choice.saved, regions)  # SAC holds what it saves: only what is read later
+    schedule = saveset_schedule(graph, np.array(sorted(saved), dtype=np.int64), replay=True, regions=regions)
+    decisions, mutated, _ = _per_block(recorder, _decisions(torch_graph, keys, saved), len(chosen))
+    return SacPlan(torch_graph, bytes_, saved, simulate(graph, schedule).peak, chosen, regions, decisions, mutated)
+
+
+@contextmanager
+def _checkpointing(plan: SacPlan) -> Iterator[None]:
+    """Each block's ``forward`` runs under ``checkpoint`` with its policy while the context is open."""
+    own = [block.__dict__.get("forward") for block in plan.blocks]
+    try:
+        for k, block in enumerate(plan.blocks):
+            block.forward = functools.partial(  # type: ignore[method-assign]
+                torch.utils.checkpoint.checkpoint,
+                block.forward,
+                use_reentrant=False,
+                context_fn=functools.partial(plan.context_fn, k),
+            )
+        yield
+    finally:
+        for block, forward in zip(plan.blocks, own, strict=True):
+            if forward is None:
+                block.__dict__.pop("forward", None)
+            else:
+                block.forward = forward  # type: ignore[method-assign]
 
 
 def checkpointed(model: nn.Module, plan: SacPlan) -> Callable[..., Any]:
-    """``model`` called through ``checkpoint`` with the plan's policy (a drop-in for ``model(*inputs)``)."""
+    """``model`` with each of the plan's blocks run through ``checkpoint`` with its policy.
+
+    A drop-in for ``model(*inputs)``; ``plan.unmatched`` counts the latest call's ops not found in the trace.
+    """
 
     def run(*inputs: torch.Tensor) -> Any:
-        return torch.utils.checkpoint.checkpoint(model, *inputs, use_reentrant=False, context_fn=plan.context_fn)
+        plan.unmatched = 0
+        with _checkpointing(plan):
+            return model(*inputs)
 
     return run
-

@@ -12,7 +12,7 @@ from torch import nn
 from remat_models.core.budget import parse_budget
 from remat_models.core.graph import Graph
 from remat_models.errors import ConfigurationError
-from remat_models.heuristics.saveset import saveset_range
+from remat_models.heuristics.saveset import Regions, saveset_range
 
 
 @dataclass(frozen=True)
@@ -34,11 +34,11 @@ class SaveBudget:
         ):
             raise ConfigurationError(f"activation_budget must be a number in [0, 1], got {self.activation!r}")
 
-    def resolve(self, graph: Graph, *, replay: bool = False) -> int:
-        """Bytes of this budget on ``graph`` (``replay``: the span of replayed save-set plans, as SAC runs them)."""
+    def resolve(self, graph: Graph, *, replay: bool = False, regions: Regions | None = None) -> int:
+        """Bytes of this budget on ``graph`` (``replay``/``regions``: the span of save-set plans as SAC runs them)."""
         if self.activation is None:
             return parse_budget(self.budget, graph)  # type: ignore[arg-type]
-        least, most = saveset_range(graph, replay=replay)
+        least, most = saveset_range(graph, replay=replay, regions=regions)
         return least + int(self.activation * (most - least))
 
 
