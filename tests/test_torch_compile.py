@@ -11,6 +11,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from torch_steps import seeded_grads  # noqa: E402
+
 import remat_models.torch as rt  # noqa: E402
 from remat_models.core.schedule import simulate  # noqa: E402
 from remat_models.errors import ConfigurationError  # noqa: E402
@@ -25,21 +27,12 @@ sys.modules["remat_example_models"] = models
 _spec.loader.exec_module(models)
 
 
-def _grads(model: torch.nn.Module, run, seed: int = 7) -> tuple[torch.Tensor, list[torch.Tensor]]:
-    """Loss and gradients of one step under ``seed`` (dropout draws from it)."""
-    model.zero_grad(set_to_none=True)
-    torch.manual_seed(seed)
-    loss = run()
-    loss.backward()
-    return loss.detach(), [p.grad.clone() for p in model.parameters()]
-
-
 @pytest.fixture(scope="module")
 def gpt2():
     """The example GPT-2 with dropout 0.1, in training mode."""
     model, tokens, targets, loss_fn = models.gpt2()
     model.train()
-    eager = _grads(model, lambda: loss_fn(model(tokens), targets))
+    eager = seeded_grads(model, lambda: loss_fn(model(tokens), targets))
     return model, tokens, targets, loss_fn, eager
 
 
@@ -54,7 +47,7 @@ def compiled(gpt2):
 def test_compiled_dropout_gradients_equal_eager_under_the_same_seed(gpt2, compiled, share: float) -> None:
     model, tokens, targets, _, (eager_loss, eager_grads) = gpt2
     step = compiled[share]
-    loss, grads = _grads(model, lambda: step(tokens, targets))
+    loss, grads = seeded_grads(model, lambda: step(tokens, targets))
     torch.testing.assert_close(loss, eager_loss)  # same dropout masks (eager's kernels, same generator)...
     for got, want in zip(grads, eager_grads, strict=True):
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)  # ...decomposed ops: last-bit differences
@@ -117,7 +110,7 @@ def test_pytorch_own_saved_set_is_one_of_our_plans(gpt2) -> None:
 def test_inductor_route_with_dropout_matches_eager(gpt2) -> None:
     model, tokens, targets, loss_fn, (eager_loss, eager_grads) = gpt2
     step = rt.compile(model, tokens, loss_fn, targets, activation_budget=0.5)
-    loss, grads = _grads(model, lambda: step(tokens, targets))
+    loss, grads = seeded_grads(model, lambda: step(tokens, targets))
     assert step.plan is not None and step.plan.emitted_peak <= step.plan.budget
     torch.testing.assert_close(loss, eager_loss)
     for got, want in zip(grads, eager_grads, strict=True):
@@ -144,7 +137,7 @@ def test_sac_policy_gradients_bit_identical_with_dropout(gpt2, share: float) -> 
     model, tokens, targets, loss_fn, (eager_loss, eager_grads) = gpt2
     plan = rt.sac_plan(model, tokens, loss_fn, targets, activation_budget=share)
     run = rt.checkpointed(model, plan)
-    loss, grads = _grads(model, lambda: loss_fn(run(tokens), targets))
+    loss, grads = seeded_grads(model, lambda: loss_fn(run(tokens), targets))
     assert torch.equal(loss, eager_loss)
     assert all(torch.equal(got, want) for got, want in zip(grads, eager_grads, strict=True))
     graph = plan.torch_graph.graph

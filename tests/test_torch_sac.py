@@ -11,6 +11,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from torch_steps import seeded_grads  # noqa: E402
+
 import remat_models.torch as rt  # noqa: E402
 from remat_models.core.graph import Graph, Node, NodeKind  # noqa: E402
 from remat_models.core.schedule import Compute, simulate  # noqa: E402
@@ -35,21 +37,12 @@ _spec.loader.exec_module(models)
 SHARES = (1.0, 0.5, 0.0)
 
 
-def _grads(model: torch.nn.Module, run, seed: int = 7) -> tuple[torch.Tensor, list[torch.Tensor]]:
-    """Loss and gradients of one step under ``seed`` (dropout draws from it)."""
-    model.zero_grad(set_to_none=True)
-    torch.manual_seed(seed)
-    loss = run()
-    loss.backward()
-    return loss.detach(), [p.grad.clone() for p in model.parameters()]
-
-
 @pytest.fixture(scope="module")
 def gpt2():
     """The example GPT-2 (dropout 0.1, training mode), batch 4, its eager step, and per-block plans."""
     model, tokens, targets, loss_fn = models.gpt2(batch=4)
     model.train()
-    eager = _grads(model, lambda: loss_fn(model(tokens), targets))
+    eager = seeded_grads(model, lambda: loss_fn(model(tokens), targets))
     plans = {
         b: rt.sac_plan(model, tokens, loss_fn, targets, activation_budget=b, blocks=list(model.blocks)) for b in SHARES
     }
@@ -67,7 +60,7 @@ def test_per_block_gradients_bit_identical_with_dropout(gpt2, share: float) -> N
     model, tokens, targets, loss_fn, (eager_loss, eager_grads), plans = gpt2
     plan = plans[share]
     run = rt.checkpointed(model, plan)
-    loss, grads = _grads(model, lambda: loss_fn(run(tokens), targets))
+    loss, grads = seeded_grads(model, lambda: loss_fn(run(tokens), targets))
     assert torch.equal(loss, eager_loss)  # the same dropout masks: random ops are saved, never redrawn
     assert all(torch.equal(got, want) for got, want in zip(grads, eager_grads, strict=True))
     assert plan.unmatched == 0  # every op of every block found at its place in the trace
