@@ -166,3 +166,17 @@ def test_the_order_pytorch_emits_fits_at_every_activation_budget_on_an_mlp(share
     assert plan is not None and plan.fits
     assert plan.emitted_peak <= plan.budget
     assert plan.emitted_peak == plan.predicted_peak
+
+
+def test_each_compiled_step_partitions_with_its_own_plan() -> None:
+    """Dynamo caches per code object: twelve steps of one shape (past its recompile limit of 8) each get their plan."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
+    inputs, targets = torch.randn(4, 8), torch.randn(4, 4)
+    for step_number in range(12):
+        share = 1.0 if step_number % 2 else 0.0
+        step = rt.compile(
+            model, inputs, torch.nn.functional.mse_loss, targets, activation_budget=share, backend="aot_eager"
+        )
+        step(inputs, targets).backward()
+        assert step.plan is not None and step.plan.fits, step_number

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import operator
+import types
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -29,7 +30,7 @@ from torch.utils.checkpoint import CheckpointPolicy
 
 from remat_models.core.graph import Graph, NodeKind
 from remat_models.core.schedule import Compute, simulate
-from remat_models.errors import ConfigurationError
+from remat_models.errors import ConfigurationError, SolverError
 from remat_models.heuristics.recompute import forward_mask, saved_set_sequence, sequence_score
 from remat_models.heuristics.saveset import SaveSet, saveset_schedule, saveset_search
 from remat_models.planning.plan import plan
@@ -217,9 +218,13 @@ class CompiledStep:
         def step(*args: torch.Tensor, n_inputs: int) -> torch.Tensor:
             return loss_fn(model(*args[:n_inputs]), *args[n_inputs:])
 
+        # A code object of its own: dynamo caches compiled graphs per code object, so another CompiledStep of
+        # the same shapes would reuse this one's partition, and past dynamo's recompile limit run eagerly.
+        step = types.FunctionType(step.__code__.replace(), step.__globals__, step.__name__, None, step.__closure__)
         inductor = backend == "inductor"
         options = {"custom_partitioner_fn": self.partitioner, "fallback_random": True} if inductor else None
-        self.compiled = torch.compile(step, backend=save_set_backend(self.partitioner, backend), options=options)
+        backend_fn = save_set_backend(self.partitioner, backend)
+        self.compiled = torch.compile(step, backend=backend_fn, options=options, dynamic=False)  # a plan per shape
 
     @property
     def plan(self) -> SavePlan | None:
@@ -229,7 +234,10 @@ class CompiledStep:
     def __call__(self, inputs: Any, targets: Any = None) -> torch.Tensor:
         """The loss of one batch (call ``.backward()`` on it)."""
         xs, ys = as_tensors(inputs, "inputs"), as_tensors(targets, "targets")
-        return self.compiled(*xs, *ys, n_inputs=len(xs))
+        loss = self.compiled(*xs, *ys, n_inputs=len(xs))
+        if not self.plans:
+            raise SolverError("torch.compile ran the step without partitioning it (dynamo fell back to eager)")
+        return loss
 
 
 def compile(
