@@ -1,4 +1,4 @@
-"""The executor runs paging plans: exact gradients, live device bytes == the simulator's timeline."""
+"""The executor runs paging plans: exact gradients, live device bytes == the simulator's timeline; CUDA copy streams."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from remat_models.core.schedule import Offload, Prefetch, input_order_schedule, 
 from remat_models.core.transfer import TransferModel  # noqa: E402
 from remat_models.heuristics.idle_offload import page_idle_values  # noqa: E402
 from remat_models.torch.api import fixed_tensors  # noqa: E402
+from remat_models.torch.copy_engine import StreamCopies, SyncCopies, copy_engine_for  # noqa: E402
 
 torch.set_num_threads(1)
 MODELS_FILE = Path(__file__).resolve().parents[1] / "examples" / "models.py"
@@ -49,3 +50,37 @@ def test_paging_plan_runs_with_exact_gradients_and_device_bytes(name: str) -> No
     assert paged.host_peak == simulation.host_peak
     kinds = {type(step) for step in schedule.steps}
     assert Offload in kinds and Prefetch in kinds
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="copy streams need CUDA")
+@pytest.mark.parametrize("name", ["mlp", "unet"])
+def test_copy_streams_on_cuda_match_sync_copies_autograd_and_the_predicted_peak(name: str) -> None:
+    device = torch.device("cuda")
+    overlap = TransferModel(out_bw=1e6, in_bw=1e6, host_capacity=1 << 30, mode="overlap")
+    model, inputs, targets, loss_fn = models.EXAMPLES[name]()
+    model, inputs, targets = model.to(device), inputs.to(device), targets.to(device)
+    with torch.backends.cudnn.flags(enabled=True, benchmark=False, deterministic=True):
+        loss = loss_fn(model(inputs), targets)
+        loss.backward()
+        torch_graph = rt.extract(model, inputs, loss_fn, targets, name=name)
+        graph = torch_graph.graph
+        schedule = page_idle_values(graph, graph.order, min_gap=2)
+        simulation = simulate(graph, schedule, overlap)
+        fixed = fixed_tensors(model, torch_graph.traced, inputs, targets)
+        executor = rt.Executor(torch_graph)
+        sync = executor.run(schedule, fixed, transfer=overlap, copies=SyncCopies(device))
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        base = torch.cuda.memory_allocated(device)
+        streamed = executor.run(schedule, fixed, transfer=overlap)  # overlap mode on CUDA: StreamCopies
+        torch.cuda.synchronize(device)
+        measured = torch.cuda.max_memory_allocated(device) - base
+    assert isinstance(copy_engine_for(device, overlap), StreamCopies)
+    autograd = [p.grad for p in model.parameters()]
+    assert torch.equal(streamed.loss, sync.loss) and torch.equal(streamed.loss, loss.detach())
+    for got, same, want in zip(streamed.grads, sync.grads, autograd, strict=True):
+        assert (got is None) == (same is None) == (want is None)
+        assert want is None or (torch.equal(got, same) and torch.equal(got, want))
+    np.testing.assert_array_equal(streamed.timeline, simulation.timeline - graph.fixed_mem)
+    predicted = simulation.peak - graph.fixed_mem
+    assert abs(measured - predicted) <= max(0.01 * predicted, 1 << 20), (measured, predicted)

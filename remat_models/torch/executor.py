@@ -25,8 +25,9 @@ from remat_models.core.schedule import (
 )
 from remat_models.core.transfer import TransferModel
 from remat_models.errors import InvalidScheduleError
+from remat_models.torch.copy_engine import CopyEngine, copy_engine_for
 from remat_models.torch.costs import time_op
-from remat_models.torch.host import host_bytes, move_value
+from remat_models.torch.host import host_bytes
 from remat_models.torch.mapping import Role, TorchGraph, size_model, tensors_of
 
 log = logging.getLogger(__name__)
@@ -122,10 +123,13 @@ class Executor:
         *,
         track: bool = True,
         transfer: TransferModel | None = None,
+        copies: CopyEngine | None = None,
     ) -> StepResult:
         """Compute, free, recompute, offload and prefetch as ``schedule`` says; return loss, gradients, live bytes.
 
-        Offloaded values go to a host dict (CPU tensors; pinned, non-blocking copies from CUDA).
+        Offloaded values go to a host dict (CPU tensors; pinned, non-blocking copies from CUDA). ``copies``
+        runs the transfers (``torch/copy_engine.py``); by default copy streams on CUDA when ``transfer`` is
+        in ``overlap`` mode, else copies on the compute stream.
         """
         self.check(schedule, transfer)
         tg = self.tg
@@ -140,37 +144,43 @@ class Executor:
         host: dict[int, Any] = {}
         host_in_use = host_peak = 0
         timeline = np.full(len(schedule), -1, dtype=np.int64)
+        copies = copy_engine_for(device, transfer) if copies is None else copies
         with torch.no_grad():
-            for k, step in enumerate(schedule.steps):
-                v = step.node
-                if isinstance(step, Compute):
-                    value = self._compute(v, values, env, step.impl)
-                    if track:
-                        timeline[k] = live.with_new(value)
-                    value = self._keep(v, value)
-                    env[v] = value
-                    if track:
-                        held[v] = live.add(value)
-                elif isinstance(step, Free):
-                    del env[v]
-                    if track:
-                        live.remove(held.pop(v))
-                        timeline[k] = live.total
-                elif isinstance(step, Prefetch):
-                    env[v] = move_value(host[v], device)
-                    if track:
-                        held[v] = live.add(env[v])
-                        timeline[k] = live.total
-                elif isinstance(step, Offload):
-                    host[v] = move_value(env[v], torch.device("cpu"))
-                    host_in_use += host_bytes(host[v])
-                    host_peak = max(host_peak, host_in_use)
-                    if track:
-                        timeline[k] = live.total
-                elif isinstance(step, FreeHost):
-                    host_in_use -= host_bytes(host.pop(v))
-                    if track:
-                        timeline[k] = live.total
+            try:
+                for k, step in enumerate(schedule.steps):
+                    v = step.node
+                    if isinstance(step, Compute):
+                        value = self._compute(v, values, env, step.impl, copies)
+                        if track:
+                            timeline[k] = live.with_new(value)
+                        value = self._keep(v, value)
+                        env[v] = value
+                        if track:
+                            held[v] = live.add(value)
+                    elif isinstance(step, Free):
+                        copies.free(v)
+                        del env[v]
+                        if track:
+                            live.remove(held.pop(v))
+                            timeline[k] = live.total
+                    elif isinstance(step, Prefetch):
+                        env[v] = copies.prefetch(v, host[v])
+                        if track:
+                            held[v] = live.add(env[v])
+                            timeline[k] = live.total
+                    elif isinstance(step, Offload):
+                        host[v] = copies.offload(v, env[v])
+                        host_in_use += host_bytes(host[v])
+                        host_peak = max(host_peak, host_in_use)
+                        if track:
+                            timeline[k] = live.total
+                    elif isinstance(step, FreeHost):
+                        copies.free_host(v, host[v])
+                        host_in_use -= host_bytes(host.pop(v))
+                        if track:
+                            timeline[k] = live.total
+            finally:
+                copies.finish()
             loss = self._value(tg.loss_node, values, env)
             grads = tuple(None if g is None else self._value(g, values, env) for g in tg.grad_nodes)
             updates = self._write_backs(values, env)
@@ -193,14 +203,16 @@ class Executor:
                 env[v] = self._keep(v, self._compute(v, values, env))
         return times
 
-    def _compute(self, v: int, values: dict[fx.Node, Any], env: dict[int, Any], impl: int = 0) -> Any:
+    def _compute(
+        self, v: int, values: dict[fx.Node, Any], env: dict[int, Any], impl: int = 0, copies: CopyEngine | None = None
+    ) -> Any:
         """Run Graph node v's op (implementation ``impl``, see ``torch/impl_ops.py``) on its inputs' current values."""
         if impl:
             from remat_models.torch.impl_ops import run_impl
 
-            return run_impl(self.tg, v, impl, lambda a: self._value(a, values, env))
+            return run_impl(self.tg, v, impl, lambda a: self._value(a, values, env, copies))
         node = self.tg.fx_nodes[v]
-        args, kwargs = fx.node.map_arg((node.args, node.kwargs), lambda a: self._value(a, values, env))
+        args, kwargs = fx.node.map_arg((node.args, node.kwargs), lambda a: self._value(a, values, env, copies))
         if self.tg.roles[node] is Role.WRITE_BACK:
             return args[1].clone(memory_format=torch.contiguous_format)
         return node.target(*args, **kwargs)
@@ -214,19 +226,26 @@ class Executor:
             return None
         return type(value)(item if keep else None for item, keep in zip(value, kept, strict=True))
 
-    def _value(self, node: fx.Node, values: dict[fx.Node, Any], env: dict[int, Any]) -> Any:
-        """The current value of an FX node: fixed, resident, or re-derived (inlined views)."""
+    def _value(
+        self, node: fx.Node, values: dict[fx.Node, Any], env: dict[int, Any], copies: CopyEngine | None = None
+    ) -> Any:
+        """The current value of an FX node: fixed, resident, or re-derived (inlined views).
+
+        A resident value is read through ``copies`` (which waits for its prefetch), when given.
+        """
         if node in values:
             return values[node]
         role = self.tg.roles[node]
         if role is Role.INLINE:
-            args, kwargs = fx.node.map_arg((node.args, node.kwargs), lambda a: self._value(a, values, env))
+            args, kwargs = fx.node.map_arg((node.args, node.kwargs), lambda a: self._value(a, values, env, copies))
             if node.target is operator.getitem:
                 return args[0][args[1]]
             return node.target(*args, **kwargs)
         v = self.tg.graph.index[node.name]
         if v not in env:
             raise InvalidScheduleError(f"{node.name!r} is read but not resident")
+        if copies is not None:
+            copies.read(v)
         return env[v]
 
     def _write_backs(self, values: dict[fx.Node, Any], env: dict[int, Any]) -> dict[str, torch.Tensor]:

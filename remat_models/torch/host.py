@@ -2,12 +2,14 @@
 
 Copies keep each tensor's storage size, offset and strides, and tensors of one value that share a
 storage share its copy, so the device bytes after a prefetch equal the bytes before the offload.
-On CUDA the host side is pinned and copies are non-blocking on the current stream (stream order
-keeps them correct: a freed device block is reused only by later work on the same stream).
+``move_value`` copies on the current stream (pinned host memory, non-blocking from CUDA: stream order
+keeps them correct); ``remat_models.torch.copy_engine.StreamCopies`` passes its own storage copier to
+run them on copy streams.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -15,9 +17,14 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from remat_models.torch.mapping import tensors_of
 
+StorageCopier = Callable[[torch.UntypedStorage], torch.UntypedStorage]
 
-def move_value(value: Any, device: torch.device) -> Any:
-    """Copy every tensor of an FX value (tensor, tuple, None...) to ``device``, storage by storage."""
+
+def move_value(value: Any, device: torch.device, copy: StorageCopier | None = None) -> Any:
+    """Copy every tensor of an FX value (tensor, tuple, None...) to ``device``, storage by storage.
+
+    ``copy`` makes the copy of one storage (default: a fresh storage on ``device``, copied on the current stream).
+    """
     leaves, spec = tree_flatten(value)
     to_host = device.type == "cpu"
     copies: dict[int, torch.UntypedStorage] = {}
@@ -29,7 +36,10 @@ def move_value(value: Any, device: torch.device) -> Any:
         storage = leaf.untyped_storage()
         key = storage.data_ptr()
         if key not in copies:
-            copies[key] = _copy_storage(storage, device, pin=to_host and storage.device.type == "cuda")
+            if copy is None:
+                copies[key] = _copy_storage(storage, device, pin=to_host and storage.device.type == "cuda")
+            else:
+                copies[key] = copy(storage)
         tensor = torch.empty(0, dtype=leaf.dtype, device=device)
         tensor.set_(copies[key], leaf.storage_offset(), leaf.size(), leaf.stride())
         moved.append(tensor)
