@@ -166,3 +166,43 @@ def test_adding_a_back_edge_is_a_cycle(dag, data) -> None:
     u, v = data.draw(st.sampled_from(edges))
     with pytest.raises(GraphError, match=r"cycle|duplicate"):
         Graph(nodes, [*edges, (v, u)])
+
+
+def test_with_recomputable_copies_validates_and_keeps_the_rest() -> None:
+    from impl_graphs import a2_mask
+
+    from remat_models.core.batch import BatchScaling
+
+    graph = diamond(fixed_mem=5, name="g")
+    fixed = graph.with_recomputable({"b": False, 3: False})
+    assert fixed.recomputable.tolist() == [True, False, True, False]
+    assert graph.recomputable.all()  # the original is untouched
+    assert fixed.content_hash != graph.content_hash and fixed != graph
+    assert (fixed.names, fixed.fixed_mem, fixed.name, fixed.edge_names()) == (
+        graph.names,
+        graph.fixed_mem,
+        graph.name,
+        graph.edge_names(),
+    )
+    assert fixed.with_recomputable(np.ones(4, dtype=bool)) == graph  # a full mask restores it
+    assert graph.with_recomputable({"a": True}) is graph  # nothing changes: itself
+    impl = a2_mask()
+    view = impl.with_recomputable({"x": False})
+    assert view.impls == impl.impls and view.aux_of.tolist() == impl.aux_of.tolist()
+    scaled = BatchScaling(graph.mem, np.zeros(4), np.zeros(4), np.zeros(4)).attach(graph)
+    assert scaled.with_recomputable({"c": False}).at_batch(2).recomputable.tolist() == [True, True, False, True]
+
+
+@pytest.mark.parametrize(
+    ("arg", "message"),
+    [
+        ([True, False], "recomputable has 2 entries for 4 nodes"),
+        ({"zz": False}, "recomputable flags refer to unknown node 'zz'"),
+        ({7: False}, "recomputable flags refer to unknown node 7"),
+        ({"a": 0}, r"recomputable\['a'\] must be True or False"),
+        ([1, 0, 1, 1], "recomputable must hold True/False"),
+    ],
+)
+def test_with_recomputable_rejects_bad_input(arg, message) -> None:
+    with pytest.raises(GraphError, match=message):
+        diamond().with_recomputable(arg)

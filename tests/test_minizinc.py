@@ -159,3 +159,57 @@ def test_write_100k_variables_quickly(tmp_path):
     start = time.perf_counter()
     mzn.write(m, tmp_path / "m.mzn", tmp_path / "m.dzn")
     assert time.perf_counter() - start < 5
+
+
+def _byte_graph(big: int, small: int):
+    """A 7-node training graph with values of ``big`` and ``small`` bytes (byte gcd 1 when small is 1)."""
+    from remat_models import Graph, Node, NodeKind
+
+    F, L, B = NodeKind.FORWARD, NodeKind.LOSS, NodeKind.BACKWARD
+    sizes = {"a": (big, F), "b": (small, F), "c": (big, F), "L": (small, L), "gc": (big, B), "gb": (small, B)}
+    nodes = [Node(name, 1.0, mem, kind=kind) for name, (mem, kind) in {**sizes, "ga": (big, B)}.items()]
+    edges = [("a", "b"), ("b", "c"), ("c", "L"), ("L", "gc"), ("c", "gc"), ("gc", "gb"), ("b", "gb")]
+    return Graph(nodes, [*edges, ("gb", "ga"), ("a", "ga")])
+
+
+@pytest.mark.parametrize("method", ["checkmate", "hilp"])
+def test_byte_capacities_past_1e9_are_not_clipped(method):
+    """Regression: finite bounds were clipped to 10**9, so a capacity of 1.2e9 bytes (byte gcd 1) became 1e9 and
+    MiniZinc claimed a cost-8 schedule optimal; the optimum (CP-SAT, same model) is 7."""
+    from remat_models.core.schedule import input_order_peak
+    from remat_models.planning.plan import plan
+
+    graph = _byte_graph(4 * 10**8, 1)
+    budget = input_order_peak(graph)  # 1,200,000,002 bytes: in Gecode's range, past the old clip
+    ours, ref = (plan(graph, budget, f"{method}/{b}", init=None) for b in ("minizinc", "cpsat"))
+    assert ours.solver_status == ref.solver_status == SolveStatus.OPTIMAL
+    assert ours.simulation.total_cost == ref.simulation.total_cost == 7.0
+    assert ours.simulation.peak <= budget
+
+
+def test_integers_past_gecodes_range_raise_naming_them(tmp_path):
+    """Regression (H-ILP on ~1,000-node graphs): a capacity or size past 2**31 - 2 model units reached Gecode's
+    FlatZinc reader as 'invalid integer literal ... syntax error'; now a typed error names the number."""
+    from remat_models.planning.plan import plan
+
+    graph = _byte_graph(2**33, 4)  # unit 4 bytes: values of 2**31 units
+    with pytest.raises(UnsupportedConstructError, match=r"minizinc:gecode takes integers within \+-2,147,483,646"):
+        plan(graph, 5 * 2**33, "hilp/minizinc", init=None)
+    m = Model()
+    x = m.bool_block("x", 3)
+    m.add(x.sum() >= 1)
+    m.maximize(x.dot(np.full(3, 2e9)))  # each coefficient fits; the objective's range (6e9) does not
+    with pytest.raises(UnsupportedConstructError, match=r"6,000,000,000 \(a value the objective can take"):
+        get_backend("minizinc").solve(m)
+    big = Model()
+    y = big.int_block("y", 1, 0, 3e9)
+    big.add(y[0] >= 2e9)
+    big.minimize(y.sum())
+    with pytest.raises(UnsupportedConstructError, match=r"3,000,000,000 \(a column bound: col_ub\)"):
+        get_backend("minizinc").solve(big)
+    path = export(big, tmp_path / "big.mzn")  # exports are for any solver: MiniZinc's own integers are 64-bit
+    assert "col_ub = [3000000000];" in path.with_suffix(".dzn").read_text()
+    checked = subprocess.run(
+        ["minizinc", "--instance-check-only", str(path), str(path.with_suffix(".dzn"))], capture_output=True, text=True
+    )
+    assert checked.returncode == 0, checked.stderr

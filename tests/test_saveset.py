@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from remat_models.core.graph import Graph, NodeKind
+from remat_models.core.graph import Graph
 from remat_models.core.schedule import Compute, simulate
 from remat_models.heuristics.recompute import forward_nodes
 from remat_models.heuristics.saveset import saveset_range, saveset_schedule, saveset_search
@@ -49,15 +49,7 @@ def test_below_its_least_peak_it_returns_the_lowest_peak_found() -> None:
 def test_non_recomputable_forward_nodes_are_computed_once() -> None:
     base = linear_chain(12)
     fixed = [2, 5]
-    graph = Graph.from_arrays(
-        names=base.names,
-        cost=base.cost,
-        mem=base.mem,
-        edges=base.edges,
-        kind=[NodeKind(k) for k in base.kind],
-        recomputable=[v not in fixed for v in range(base.n)],
-        outputs=base.outputs,
-    )
+    graph = base.with_recomputable(dict.fromkeys(fixed, False))
     least, _ = saveset_range(graph)
     schedule = saveset_schedule(graph, saveset_search(graph, least).saved)
     computes = [step.node for step in schedule if isinstance(step, Compute)]

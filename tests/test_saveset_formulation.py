@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from remat_models.core.graph import Graph, NodeKind
+from remat_models.core.graph import Graph
 from remat_models.core.schedule import simulate
 from remat_models.errors import ConfigurationError, InvalidScheduleError
 from remat_models.formulations import get_formulation
@@ -48,15 +48,7 @@ def random_training_graph(seed: int, ops: int = 7) -> Graph:
 
 def with_fixed(graph: Graph, fixed: list[int]) -> Graph:
     """``graph`` with the nodes ``fixed`` not recomputable (random ops)."""
-    return Graph.from_arrays(
-        names=graph.names,
-        cost=graph.cost,
-        mem=graph.mem,
-        edges=graph.edges,
-        kind=[NodeKind(k) for k in graph.kind],
-        recomputable=[v not in fixed for v in range(graph.n)],
-        outputs=graph.outputs,
-    )
+    return graph.with_recomputable(dict.fromkeys(fixed, False))
 
 
 # seeds whose save sets span several peaks

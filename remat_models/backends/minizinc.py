@@ -37,6 +37,7 @@ _PROBE = "var 0..1: probe; constraint probe = 1; solve satisfy;\n"
 # MiniZinc 2.6 takes --time-limit in int32 milliseconds and adds its own time to it: from ~2**31 ms on it
 # fails ("Invalid argument") or answers UNKNOWN at once, so longer limits are clamped to 10**9 ms (11.6 days).
 MAX_TIME_LIMIT = 1e6
+NARROW_SOLVERS = frozenset({"gecode", "chuffed"})  # 32-bit integers; the others hold mzn.EXACT_LIMIT
 NO_LIMITS = SolveLimits()
 
 
@@ -74,7 +75,8 @@ class MiniZincBackend(LoweringBackend):
         solver = minizinc.Solver.lookup(self.solver_tag)
         with tempfile.TemporaryDirectory(prefix="remat_mzn_") as tmp:
             paths = Path(tmp) / "model.mzn", Path(tmp) / "model.dzn"
-            scale = mzn.write(model, *paths, hint)
+            limit = mzn.INT32_LIMIT if self.solver_tag in NARROW_SOLVERS else mzn.EXACT_LIMIT
+            scale = mzn.write(model, *paths, hint, limit=limit, solver=f"minizinc:{self.solver_tag}")
             instance = minizinc.Instance(solver, minizinc.Model(list(paths)))
             kwargs = _solve_kwargs(solver, self.limits_left(limits))
             traj = Trajectory()

@@ -5,12 +5,16 @@ coefficient arrays, guarded by an optional literal for indicators), intervals, c
 reservoirs (an O(events^2) decomposition), all-different groups, products, objective and hints.
 Columns are 1-based in the data; a literal is (column, value) with column 0 meaning "true".
 All numbers are integers: rows and the objective with fractional coefficients are scaled by a
-power of ten (up to ``MAX_DIGITS`` decimals), else ``UnsupportedConstructError`` is raised.
+power of ten (up to ``MAX_DIGITS`` decimals), else ``UnsupportedConstructError`` is raised. So is a
+number (or an objective or expression value) beyond the solver's integer range: Gecode's FlatZinc
+reader rejects a literal past 32 bits as a syntax error, and an objective that may overflow its
+variable gives wrong optima; finite bounds are never clipped (only infinite ones become +-``BOUND``).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -21,10 +25,30 @@ from remat_models.errors import UnsupportedConstructError
 from remat_models.model import Model
 from remat_models.model import constructs as C
 
+log = logging.getLogger(__name__)
+
 # Constructs the generic model takes natively (continuous columns are not: the model is integer).
 NATIVE = frozenset({C.INTERVAL, C.INDICATOR, C.PRODUCT, C.CUMULATIVE, C.RESERVOIR, C.ALL_DIFFERENT})
 BOUND = 10**9  # infinite integer bounds become +-BOUND (Gecode's integers stop at 2^31 - 2)
 MAX_DIGITS = 6  # fractional coefficients are scaled by at most 10**MAX_DIGITS
+INT32_LIMIT = 2**31 - 2  # Gecode's and Chuffed's integers: |v| <= 2^31 - 2
+EXACT_LIMIT = 2**53  # integers every MiniZinc solver holds exactly (MIP solvers read them as doubles)
+Data = np.ndarray | int | str  # a .dzn value: an integer array, an integer, or literal text
+# what each .dzn array holds, for error messages
+_WHAT = {
+    "col": "a column bound",
+    "row_coef": "a linear row coefficient",
+    "row_lo": "a linear row bound",
+    "row_hi": "a linear row bound",
+    "expr": "a reservoir/all_different expression",
+    "ev": "a reservoir change",
+    "res": "a reservoir level",
+    "iv": "an interval length",
+    "cum": "a cumulative demand or capacity",
+    "obj": "an objective coefficient",
+    "objective": "a value the objective can take",
+    "hint": "a hint value",
+}
 
 MODEL = """\
 % remat_models generic integer model; all model data comes from the .dzn (remat_models/backends/mzn.py)
@@ -154,14 +178,24 @@ def lowered(model: Model) -> Model:
     return lower(model, NATIVE).model
 
 
-def write(model: Model, mzn: Path, dzn: Path, hint: np.ndarray | None = None, readable: bool = False) -> float:
+def write(
+    model: Model,
+    mzn: Path,
+    dzn: Path,
+    hint: np.ndarray | None = None,
+    readable: bool = False,
+    limit: int = EXACT_LIMIT,
+    solver: str = "MiniZinc",
+) -> float:
     """Write ``MODEL`` to ``mzn`` and the data of ``model`` (holding only ``NATIVE`` constructs) to ``dzn``.
 
     ``readable`` also declares one array per variable block, named as the block, with its cells'
     coordinates on the block's axes (see ``block_views``). Returns the objective scale: the MiniZinc
-    ``objective`` equals ``scale * sign * model objective`` (up to the objective offset).
+    ``objective`` equals ``scale * sign * model objective`` (up to the objective offset). A number or
+    objective value beyond +-``limit`` (the integer range of ``solver``) raises ``UnsupportedConstructError``.
     """
     data, scale = dzn_items(model, hint)
+    check_range(data, limit, solver)
     text = MODEL
     if readable:
         declarations, view_data = block_views(model)
@@ -170,8 +204,49 @@ def write(model: Model, mzn: Path, dzn: Path, hint: np.ndarray | None = None, re
     mzn.write_text(text)
     with dzn.open("w") as f:
         for name, value in data:
-            f.write(f"{name} = {value};\n")
+            f.write(f"{name} = {value if isinstance(value, str | int) else _ints(value)};\n")
     return scale
+
+
+def check_range(data: list[tuple[str, Data]], limit: int, solver: str) -> None:
+    """Raise ``UnsupportedConstructError`` if a number of ``data`` lies beyond +-``limit``.
+
+    So does a value the objective or an affine expression can take (they become solver variables). Data
+    past 32 bits within the limit is logged: Gecode and Chuffed could not read it.
+    """
+    items = dict(data)
+    ranges = [
+        (
+            "objective",
+            _affine_reach(np.array([1, len(items["obj_col"]) + 1]), items["obj_col"], items["obj_coef"], items),
+        ),
+        ("expr", _affine_reach(items["expr_ptr"], items["expr_col"], items["expr_coef"], items, items["expr_const"])),
+    ]
+    largest = ("", 0.0)
+    for name, value in [*data, *ranges]:
+        if isinstance(value, str) or np.size(value) == 0:
+            continue
+        top = float(np.max(np.abs(np.asarray(value, dtype=np.float64))))
+        if top > limit:
+            what = _WHAT.get(name, _WHAT.get(name.split("_")[0], name))
+            raise UnsupportedConstructError(
+                f"{solver} takes integers within +-{limit:,} but the model has {top:,.0f} ({what}: {name})"
+                " (construct 'large_integer'); use a backend with 64-bit integers (cpsat, highs) or coarser units"
+            )
+        largest = max(largest, (name, top), key=lambda p: p[1])
+    if largest[1] > INT32_LIMIT:
+        log.info("minizinc: %s holds %d, past 32 bits: Gecode and Chuffed cannot solve this model", *largest)
+
+
+def _affine_reach(ptr: Data, cols: Data, coefs: Data, items: dict[str, Data], const: Data | None = None) -> np.ndarray:
+    """The lowest and highest values of each affine expression (1-based CSR over the columns)."""
+    ptr, cols = np.asarray(ptr, dtype=np.int64) - 1, np.asarray(cols, dtype=np.int64) - 1
+    a = np.asarray(coefs, dtype=np.float64)
+    lb, ub = (np.asarray(items[k], dtype=np.float64)[cols] for k in ("col_lb", "col_ub"))
+    lo, hi = np.minimum(a * lb, a * ub), np.maximum(a * lb, a * ub)
+    rows = np.repeat(np.arange(len(ptr) - 1), np.diff(ptr))
+    base = np.zeros(len(ptr) - 1) if const is None else np.asarray(const, dtype=np.float64)
+    return np.concatenate([base + np.bincount(rows, lo, len(base)), base + np.bincount(rows, hi, len(base))])
 
 
 def block_views(model: Model) -> tuple[str, list[tuple[str, str]]]:
@@ -209,26 +284,26 @@ def _identifier(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_]", "_", text)
 
 
-def dzn_items(model: Model, hint: np.ndarray | None = None) -> tuple[list[tuple[str, str]], float]:
-    """The ``.dzn`` assignments of ``model`` as (name, text) pairs, and the objective scale."""
+def dzn_items(model: Model, hint: np.ndarray | None = None) -> tuple[list[tuple[str, Data]], float]:
+    """The ``.dzn`` assignments of ``model`` as (name, value) pairs, and the objective scale."""
     reject(model.constructs() - NATIVE)
-    items: list[tuple[str, str]] = [("n_cols", str(model.num_cols))]
-    items += [("col_lb", _ints(_clip(model.col_lb))), ("col_ub", _ints(_clip(model.col_ub)))]
+    items: list[tuple[str, Data]] = [("n_cols", int(model.num_cols))]
+    items += [("col_lb", _clip(model.col_lb)), ("col_ub", _clip(model.col_ub))]
     items += _rows(model)
     items += _exprs_and_reservoirs(model)
     items += _intervals(model)
     prods = model.products
     for name, attr in (("prod_z", "z"), ("prod_b", "b"), ("prod_x", "x")):
-        items.append((name, _ints(np.concatenate([getattr(p, attr) for p in prods] or [[]]) + 1)))
+        items.append((name, np.concatenate([getattr(p, attr) for p in prods] or [[]]) + 1))
     obj_items, scale = _objective(model)
     items += obj_items
     idx = np.flatnonzero(~np.isnan(hint)) if hint is not None else np.empty(0, np.int64)
-    items += [("hint_col", _ints(idx + 1)), ("hint_val", _ints(np.rint(hint[idx]) if len(idx) else idx))]
+    items += [("hint_col", idx + 1), ("hint_val", np.rint(hint[idx]) if len(idx) else idx)]
     return items, scale
 
 
 # ------------------------------------------------------------------------------------ sections
-def _rows(model: Model) -> list[tuple[str, str]]:
+def _rows(model: Model) -> list[tuple[str, Data]]:
     """Linear rows, then indicator rows (guarded by their literal), as one CSR table."""
     indptr, cols, vals, lo, hi = model.linear_csr()
     parts = [(indptr, cols, vals, lo, hi, np.full(len(lo), -1), np.zeros(len(lo), bool))]
@@ -248,19 +323,19 @@ def _rows(model: Model) -> list[tuple[str, str]]:
     keep = has_lo | has_hi  # free rows are dropped
     ptr, cols, coefs = _select_rows(ptr, cols, coefs, keep)
     return [
-        ("n_rows", str(int(keep.sum()))),
-        ("row_ptr", _ints(ptr + 1)),
-        ("row_col", _ints(cols + 1)),
-        ("row_coef", _ints(coefs)),
-        ("row_kind", _ints(kind[keep])),
-        ("row_lo", _ints(lo[keep])),
-        ("row_hi", _ints(hi[keep])),
-        ("row_lit", _ints(lit[keep] + 1)),
-        ("row_lit_val", _ints(~neg[keep])),
+        ("n_rows", int(keep.sum())),
+        ("row_ptr", ptr + 1),
+        ("row_col", cols + 1),
+        ("row_coef", coefs),
+        ("row_kind", kind[keep]),
+        ("row_lo", lo[keep]),
+        ("row_hi", hi[keep]),
+        ("row_lit", lit[keep] + 1),
+        ("row_lit_val", ~neg[keep]),
     ]
 
 
-def _exprs_and_reservoirs(model: Model) -> list[tuple[str, str]]:
+def _exprs_and_reservoirs(model: Model) -> list[tuple[str, Data]]:
     """Affine expressions (reservoir times, then all-different members), reservoirs and all-different groups."""
     res, ads = model.reservoirs, model.all_different
     batches = [r.times for r in res] + [a.exprs for a in ads]
@@ -274,51 +349,51 @@ def _exprs_and_reservoirs(model: Model) -> list[tuple[str, str]]:
     pos = [np.maximum(r.changes, 0).sum() for r in res]
     negs = [np.minimum(r.changes, 0).sum() for r in res]
     return [
-        ("n_expr", str(len(const))),
-        ("expr_ptr", _ints(ptr + 1)),
-        ("expr_col", _ints(cols + 1)),
-        ("expr_coef", _ints(coefs)),
-        ("expr_const", _ints(const)),
-        ("n_res", str(len(res))),
-        ("n_ev", str(len(changes))),
+        ("n_expr", len(const)),
+        ("expr_ptr", ptr + 1),
+        ("expr_col", cols + 1),
+        ("expr_coef", coefs),
+        ("expr_const", const),
+        ("n_res", len(res)),
+        ("n_ev", len(changes)),
         ("res_ptr", _group_ptr([r.times.size for r in res])),
         # levels lie within [sum of negative changes, sum of positive ones]: clip the (maybe huge) limits
-        ("res_min", _ints([max(r.min_level, n) for r, n in zip(res, negs, strict=True)])),
-        ("res_max", _ints([min(r.max_level, p) for r, p in zip(res, pos, strict=True)])),
-        ("ev_change", _ints(changes)),
-        ("ev_lit", _ints(lit + 1)),
-        ("ev_lit_val", _ints(~neg)),
-        ("n_ad", str(len(ads))),
+        ("res_min", np.asarray([max(r.min_level, n) for r, n in zip(res, negs, strict=True)])),
+        ("res_max", np.asarray([min(r.max_level, p) for r, p in zip(res, pos, strict=True)])),
+        ("ev_change", changes),
+        ("ev_lit", lit + 1),
+        ("ev_lit_val", ~neg),
+        ("n_ad", len(ads)),
         ("ad_ptr", _group_ptr([a.exprs.size for a in ads])),
     ]
 
 
-def _intervals(model: Model) -> list[tuple[str, str]]:
+def _intervals(model: Model) -> list[tuple[str, Data]]:
     """Interval table and cumulative groups."""
     iv = model.intervals
     cums = model.cumulatives
     return [
-        ("n_iv", str(len(iv.start))),
-        ("iv_start", _ints(iv.start + 1)),
-        ("iv_end", _ints(iv.end + 1)),
-        ("iv_size", _ints(iv.size_col + 1)),
-        ("iv_len", _ints(np.where(iv.size_col >= 0, 0, iv.fixed_size))),
-        ("iv_pres", _ints(iv.presence + 1)),
-        ("n_cum", str(len(cums))),
+        ("n_iv", len(iv.start)),
+        ("iv_start", iv.start + 1),
+        ("iv_end", iv.end + 1),
+        ("iv_size", iv.size_col + 1),
+        ("iv_len", np.where(iv.size_col >= 0, 0, iv.fixed_size)),
+        ("iv_pres", iv.presence + 1),
+        ("n_cum", len(cums)),
         ("cum_ptr", _group_ptr([len(c.interval_ids) for c in cums])),
-        ("cum_iv", _ints(np.concatenate([c.interval_ids for c in cums] or [[]]) + 1)),
-        ("cum_demand", _ints(np.concatenate([c.demands for c in cums] or [[]]))),
-        ("cum_cap", _ints([c.capacity for c in cums])),
-        ("cum_cap_col", _ints([c.capacity_col + 1 for c in cums])),
+        ("cum_iv", np.concatenate([c.interval_ids for c in cums] or [[]]) + 1),
+        ("cum_demand", np.concatenate([c.demands for c in cums] or [[]])),
+        ("cum_cap", np.asarray([c.capacity for c in cums])),
+        ("cum_cap_col", np.asarray([c.capacity_col + 1 for c in cums])),
     ]
 
 
-def _objective(model: Model) -> tuple[list[tuple[str, str]], float]:
+def _objective(model: Model) -> tuple[list[tuple[str, Data]], float]:
     coefs = model.objective_vector()
     cols = np.flatnonzero(coefs)
     ints, scale = integer_rows(np.array([0, len(cols)]), coefs[cols], "objective")
     sign = 1 if model.sense == "min" else -1
-    items = [("obj_sign", str(sign)), ("obj_col", _ints(cols + 1)), ("obj_coef", _ints(ints))]
+    items = [("obj_sign", sign), ("obj_col", cols + 1), ("obj_coef", ints)]
     return items, float(scale[0]) if len(scale) else 1.0
 
 
@@ -371,13 +446,14 @@ def _concat_ptr(ptrs: Iterable[np.ndarray]) -> np.ndarray:
     return np.concatenate(out)
 
 
-def _group_ptr(sizes: list[int]) -> str:
+def _group_ptr(sizes: list[int]) -> np.ndarray:
     """1-based start pointers of consecutive groups of the given sizes (plus the end)."""
-    return _ints(np.cumsum([0, *sizes]) + 1)
+    return np.cumsum([0, *sizes], dtype=np.int64) + 1
 
 
 def _clip(b: np.ndarray) -> np.ndarray:
-    return np.clip(b, -BOUND, BOUND)
+    """Infinite bounds as +-``BOUND``; finite ones kept (clipping them would change the model)."""
+    return np.where(np.isinf(b), np.sign(b) * BOUND, b)
 
 
 def _ints(a: Iterable[object] | np.ndarray) -> str:

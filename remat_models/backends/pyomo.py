@@ -47,6 +47,8 @@ def pyomo_environ() -> Any:
         if importlib.util.find_spec(name.removeprefix(_PYOMO_PLACEHOLDERS).split(".")[0]) is None:
             del sys.modules[name]
     return pe
+
+
 # How to install the solvers most often asked for; others fall back to Pyomo's documentation.
 SOLVER_HINTS = {
     "appsi_highs": "pip install 'highspy>=1.14,<1.15'",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import heapq
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import cached_property
@@ -12,7 +12,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from remat_models.core.impls import Impl, ImplsArg, ImplTable, build_impl_table, default_view, impl_lower_bound
+from remat_models.core.impls import (
+    Impl,
+    ImplsArg,
+    ImplTable,
+    _ref,
+    build_impl_table,
+    default_view,
+    impl_lower_bound,
+)
 from remat_models.core.limits import MAX_BYTES
 from remat_models.errors import GraphError
 
@@ -324,6 +332,41 @@ class Graph:
         """Return the graph with impl 0 everywhere and aux nodes dropped (itself when it has no implementations)."""
         return default_view(self)
 
+    def with_recomputable(self, recomputable: Sequence[bool] | np.ndarray | Mapping[str | int, bool]) -> Graph:
+        """A validated copy with other recomputable flags (``self`` when none changes).
+
+        ``recomputable`` is a bool mask over every node, or {node name or index: flag} for the nodes to change.
+        Everything else (implementations, batch scaling) is kept; the copy has its own content hash and caches.
+        """
+        mask = self.recomputable.copy()
+        if isinstance(recomputable, Mapping):
+            for key, flag in recomputable.items():
+                mask[_ref(self, key, "recomputable flags")] = _flag(flag, f"recomputable[{key!r}]")
+        else:
+            _check_length(recomputable, self.n, "recomputable")
+            values = np.asarray(recomputable)
+            if values.dtype != np.bool_:
+                raise GraphError(f"recomputable must hold True/False for each node, got {values.dtype} values")
+            mask[:] = values
+        if np.array_equal(mask, self.recomputable):
+            return self
+        copy = type(self).from_arrays(
+            self.names,
+            self.cost,
+            self.mem,
+            self.edges,
+            workspace=self.workspace,
+            kind=self.kind,
+            recomputable=mask,
+            outputs=self.outputs,
+            fixed_mem=self.fixed_mem,
+            order=self.order,
+            name=self.name,
+            impls=self.impls,
+        )
+        copy.batch_scaling = self.batch_scaling
+        return copy
+
     @property
     def total_cost(self) -> float:
         """Cost of computing every node exactly once."""
@@ -493,6 +536,13 @@ def _index_array(values: object, what: str) -> np.ndarray:
             raise GraphError(f"{what} index {array.reshape(-1)[bad[0]].item()!r} is not a whole number")
         return array.astype(np.int64)
     raise GraphError(f"{what} indices must be whole numbers, got {array.reshape(-1)[0]!r}")
+
+
+def _flag(value: object, what: str) -> bool:
+    """``value`` as a bool; GraphError naming ``what`` unless it is a bool (or numpy bool)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise GraphError(f"{what} must be True or False, got {value!r}")
+    return bool(value)
 
 
 def _check_length(values: object, n: int, what: str) -> None:

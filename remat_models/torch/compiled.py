@@ -28,7 +28,7 @@ from torch._functorch.partitioners import get_default_op_list, min_cut_remateria
 from torch._inductor.custom_graph_pass import CustomPartitionerFn
 from torch.utils.checkpoint import CheckpointPolicy
 
-from remat_models.core.graph import Graph, NodeKind
+from remat_models.core.graph import Graph
 from remat_models.core.schedule import Compute, simulate
 from remat_models.errors import ConfigurationError, SolverError
 from remat_models.heuristics.recompute import forward_mask, saved_set_sequence, sequence_score
@@ -89,19 +89,7 @@ def partitioner_view(joint: JointGraph) -> Graph:
     """The joint Graph with the ops PyTorch's partitioner never recomputes (matmuls, convolutions) not recomputable."""
     graph, ops = joint.graph, get_default_op_list()
     banned = np.array([ops.is_compute_intensive(node) for node in joint.fx_nodes], dtype=bool)
-    return Graph.from_arrays(
-        graph.names,
-        graph.cost,
-        graph.mem,
-        graph.edges,
-        workspace=graph.workspace,
-        kind=[NodeKind(k) for k in graph.kind],
-        recomputable=graph.recomputable & ~banned,
-        outputs=graph.outputs,
-        fixed_mem=graph.fixed_mem,
-        order=graph.order,
-        name=graph.name,
-    )
+    return graph.with_recomputable(graph.recomputable & ~banned)
 
 
 def choose_save_set(graph: Graph, budget: int, method: str = "saveset") -> SaveSet:
