@@ -106,11 +106,7 @@ def test_C1_recomputes_nothing(order: str) -> None:
 
 def test_non_recomputable_nodes_get_one_interval() -> None:
     base = linear_chain(3)
-    keep = np.zeros(base.n, dtype=bool)
-    keep[base.index["f1"]] = True
-    graph = Graph.from_arrays(
-        list(base.names), base.cost, base.mem, base.edges, recomputable=~keep, outputs=base.outputs, name="chain_nr"
-    )
+    graph = base.with_recomputable({"f1": False})
     assert make_layout(graph, "free", C=3).counts[graph.index["f1"]] == 1
     for budget in budgets(graph):
         result = solve_moccasin(graph, budget, order="input", C=graph.n, workers=1)
