@@ -1,8 +1,14 @@
 """FastSA benchmarks: mutation attempts per second, and the FastSA paper's Table 1 (RL 1-4, CM 1-2 at 90/80/70 %).
 
     .venv/bin/python benchmarks/fastsa_bench.py throughput [--attempts 4000000]
+    .venv/bin/python benchmarks/fastsa_bench.py attempts [--graphs llama transformer:800] [--runs 3]
     .venv/bin/python benchmarks/fastsa_bench.py table [--seeds 5] [--iterations 20000000,2000000]
         [--time-limit SECONDS | paper | paper*0.5] [--fill-time] [--restarts 1]
+
+``attempts`` times the annealing kernel alone (stage 2's: plain nodes from the input order, with and
+without fetch units of an NVLink-like link, at 25 % of the input-order peak) and the set-up of a
+``fastsa`` run (grouping, stage 2's state allocated up front, stage 1's state), medians of ``--runs``
+in one process. A graph is a zoo model name (benchmarks/zoo) or ``transformer:L`` (the generator's).
 
 The table prints, per graph and budget, the median over seeds of the cost increase (TDI %) and the peak
 as % of the input-order peak, with the seeds meeting the budget, next to the published FastSA row.
@@ -22,13 +28,16 @@ from pathlib import Path
 
 import numpy as np
 
+from remat_models.core.graph import Graph
 from remat_models.core.schedule import input_order_peak
+from remat_models.core.transfer import TransferModel
 from remat_models.heuristics.fastsa import FastSAOptions, fastsa, warmup
 from remat_models.heuristics.fastsa import _kernels as kernels
 from remat_models.heuristics.fastsa.grouping import plain_units
-from remat_models.heuristics.fastsa.solver import _Stage
+from remat_models.heuristics.fastsa.solver import _Stage, _stage_one_units, _with_fetches
 from remat_models.heuristics.fastsa.state import SAState
 from remat_models.io import read_graph
+from remat_models.io.generators import transformer
 
 SHARED = Path(os.environ.get("REMAT_SHARED", Path(__file__).resolve().parents[2] / "shared"))
 TABLE_GRAPHS = [
@@ -62,6 +71,58 @@ def throughput(attempts: int, graph_file: str, fraction: float, spacing: int) ->
             f"{attempts / cpu / 1e6:.2f}M/s per CPU second ({attempts / wall / 1e6:.2f}M/s wall), "
             f"valid {counters[kernels.C_VALID] / attempts:.1%}, accepted {counters[kernels.C_ACCEPTED] / attempts:.2%}"
         )
+
+
+def _graph(spec: str) -> Graph:
+    """A zoo model by name, or ``transformer:L`` from the generator."""
+    family, _, size = spec.partition(":")
+    if family == "transformer":
+        return transformer(int(size))
+    return read_graph(Path(__file__).resolve().parent / "zoo" / f"zoo_{spec}.json")
+
+
+def attempts(specs: list[str], n_attempts: int, runs: int) -> None:
+    """Median kernel attempts/s without and with fetch units, and median set-up seconds of a fastsa run."""
+    print(f"compile/load time {warmup():.2f}s")
+    for spec in specs:
+        graph = _graph(spec)
+        budget = int(0.25 * input_order_peak(graph))
+        bandwidth, latency = 450e9 / 400e12, 5e-6 * 400e12  # offload_zoo's NVLink-like link, in FLOP units
+        link = TransferModel(out_bw=bandwidth, in_bw=bandwidth, out_latency=latency, in_latency=latency, mode="overlap")
+        for label, transfer in (("recompute only", None), ("with fetch units", link)):
+            options = FastSAOptions(transfer=transfer)
+            units = _with_fetches(graph, plain_units(graph), options)
+            rates, cpu_rates, valid = [], [], []
+            for seed in range(runs):
+                state = SAState(graph, units, units.of_nodes(graph.order))
+                stage = _Stage(state, options, budget=budget, stage=2, key=(seed, 0))
+                h = options.reheat * stage.initial_objective
+                stage.set_temperatures(h, h * options.final_ratio, n_attempts)
+                wall, cpu = time.perf_counter(), time.process_time()
+                stage.run(n_attempts, deadline=float("inf"))
+                rates.append(n_attempts / (time.perf_counter() - wall))
+                cpu_rates.append(n_attempts / (time.process_time() - cpu))
+                valid.append(stage.counters[kernels.C_VALID] / n_attempts)
+            print(
+                f"{spec} ({graph.n} nodes, T={state.size}) {label}: median {statistics.median(rates):.3g} attempts/s "
+                f"of {[f'{r:.3g}' for r in rates]} ({statistics.median(cpu_rates):.3g} per CPU second), "
+                f"valid {statistics.median(valid):.0%}",
+                flush=True,
+            )
+        steps: dict[str, list[float]] = {"grouping": [], "stage 2 state": [], "stage 1 state": []}
+        for _ in range(runs):
+            mark = time.perf_counter()
+            units, sequence = _stage_one_units(graph, budget, FastSAOptions())
+            steps["grouping"].append(time.perf_counter() - mark)
+            mark = time.perf_counter()
+            expanded = units.expand(sequence)  # as fastsa allocates stage 2's state
+            big = SAState(graph, plain_units(graph), expanded, capacity=16 * np.bincount(expanded, minlength=graph.n))
+            steps["stage 2 state"].append(time.perf_counter() - mark)
+            mark = time.perf_counter()
+            SAState(graph, units, sequence)
+            steps["stage 1 state"].append(time.perf_counter() - mark)
+            del big
+        print(f"{spec} set-up (median s): " + ", ".join(f"{k} {statistics.median(v):.3f}" for k, v in steps.items()))
 
 
 def _published() -> dict[tuple[str, int], dict[str, str]]:
@@ -143,6 +204,10 @@ def main(argv: list[str] | None = None) -> None:
     speed.add_argument("--graph", default="rl_g4_n1000.json")
     speed.add_argument("--budget", type=float, default=0.8, help="fraction of the input-order peak")
     speed.add_argument("--spacing", type=int, default=FastSAOptions().spacing)
+    rate = sub.add_parser("attempts")
+    rate.add_argument("--graphs", nargs="+", default=["llama", "transformer:800"])
+    rate.add_argument("--attempts", type=int, default=2_000_000)
+    rate.add_argument("--runs", type=int, default=3)
     tab = sub.add_parser("table")
     tab.add_argument("--seeds", type=int, default=5)
     tab.add_argument("--iterations", default="", help="N1,N2 (default the paper's 20000000,2000000)")
@@ -156,6 +221,8 @@ def main(argv: list[str] | None = None) -> None:
     np.set_printoptions(precision=3)
     if args.mode == "throughput":
         throughput(args.attempts, args.graph, args.budget, args.spacing)
+    elif args.mode == "attempts":
+        attempts(args.graphs, args.attempts, args.runs)
     else:
         table(args)
 

@@ -324,3 +324,47 @@ def test_fill_time_runs_until_the_limit() -> None:
     result = fastsa(graph, budget, seed=0, iterations=(1000, 1000), time_limit=0.3, fill_time=True, chunk=2000)
     _check(graph, result.schedule, budget, result.met_budget)
     assert result.iterations[1] > 1000
+
+
+def test_copy_limits_are_per_unit_and_size_the_time_slabs() -> None:
+    graph = random_layered(30, seed=3)
+    source = int(graph.order[0])  # no inputs: repeating it up front keeps the sequence valid
+    sequence = np.concatenate([np.full(40, source), graph.order])
+    state = SAState(graph, plain_units(graph), sequence, slots=4096, copies=4)
+    expected = np.full(graph.n, 4)
+    expected[source] = 41
+    np.testing.assert_array_equal(state.limits(), expected)
+    assert state.copies == 41
+    # slabs: productions by the producer's limit, uses by the readers' limits (not n x the most-copied unit)
+    reads = sum(int(expected[v]) * graph.preds(v).size for v in range(graph.n))
+    assert state.arrays.buf.size == int(expected.sum()) + reads
+    other = int(graph.order[-1])
+    placed = sum(state.add(other, int(t)) for t in state.nops()[-10:])  # the sink may go last, up to its limit
+    assert placed == 3 and state.counts()[other] == 4
+    np.testing.assert_array_equal(state.profile(), state.reference_profile())
+    simulation = simulate(graph, eager_frees(graph, state.compute_sequence()))
+    assert (simulation.peak, simulation.total_cost) == (state.peak(), pytest.approx(state.cost()))
+
+
+def test_capacity_lets_respread_take_more_copies_than_the_start() -> None:
+    graph = random_layered(30, seed=5)
+    plain = plain_units(graph)
+    more = np.concatenate([np.full(12, int(graph.order[0])), graph.order])
+    assert not SAState(graph, plain, graph.order, slots=4096, copies=4).respread(more, slots=4096, copies=4)
+    room = np.full(graph.n, 16)
+    state = SAState(graph, plain, graph.order, slots=4096, copies=4, capacity=room)
+    assert state.respread(more, slots=4096, copies=4)
+    fresh = SAState(graph, plain, more, slots=4096, copies=4)
+    np.testing.assert_array_equal(state.limits(), fresh.limits())
+    np.testing.assert_array_equal(state.slots, fresh.slots)
+    np.testing.assert_array_equal(state.profile(), fresh.reference_profile())
+    assert (state.peak(), state.cost()) == (fresh.peak(), fresh.cost())
+    applied = [_random_mutations(s, np.random.default_rng(1), 300) for s in (state, fresh)]
+    assert applied[0] == applied[1] > 0
+    np.testing.assert_array_equal(state.slots, fresh.slots)
+
+
+def test_more_slots_than_the_packed_slot_index_holds_is_a_typed_error() -> None:
+    graph = linear_chain(3)
+    with pytest.raises(ConfigurationError, match=r"at most 2\*\*32"):
+        fastsa(graph, input_order_peak(graph), slots=2**33, iterations=(10, 10))

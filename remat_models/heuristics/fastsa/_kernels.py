@@ -16,15 +16,20 @@ is the sum of the sizes of the live values plus the workspace of the unit there;
 max over slots (a nop slot never exceeds the next compute slot, so this is the max over steps).
 
 Each value has one producing unit. Its row of the value table ``V`` holds its size, flags, and its
-sorted production times; its sorted use times sit in a slab of ``use_buf``. The four interval
+offsets of its two slabs in ``buf``: its sorted production times and its sorted use times. The slabs
+are sized by the units' copy limits (``U[:, UK]``: a value's productions by the limits of the units
+producing it, its uses by those of the units reading it), so memory grows with the copies units may
+actually hold, not with the most-copied unit times the node count. The four interval
 cases of 2.2.1 are resolved by a short search and applied as one or two range adds.
 
 The kernels take plain arrays (numba passes tuples of arrays slowly):
-``U`` int64[units, 5] (out value, workspace, recomputable, count, fetch flag), ``ucost`` float64[units],
-``in_ptr``/``in_idx`` (CSR of input values), ``V`` int64[values, VP + cp], ``use_buf``,
-``S`` int64[T, 2] (unit or NONE, position in ``occ``), ``occ`` (occupied slots, unordered),
+``U`` int64[units, 6] (out value, workspace, recomputable, count, fetch flag, copy limit), ``ucost``
+float64[units], ``in_ptr``/``in_idx`` (CSR of input values), ``V`` int64[values, 6] (size, output flag,
+productions, production slab, use slab, uses), ``buf`` (the slabs),
+``S`` int64[T, 2] (unit or NONE, position in ``occ``), ``occ`` (the occupied slots, unordered, each packed
+with its unit as ``slot | unit << SHIFT``: a best-state snapshot is then a sequential copy, not a gather over T),
 ``tree``/``lazy`` (range-max), ``ltree``/``llazy`` (range-logaddexp, length 2/1 when off),
-``ints`` (N_OCC, CP, LAE_ON), ``floats`` (COST, LAE_SCALE, LAE_BIG).
+``ints`` (N_OCC, LAE_ON), ``floats`` (COST, LAE_SCALE, LAE_BIG).
 """
 
 from __future__ import annotations
@@ -118,10 +123,9 @@ def lae_range_add(tree: np.ndarray, lazy: np.ndarray, lo: int, hi: int, x: float
 
 
 @njit(cache=True)
-def max_build(tree: np.ndarray, lazy: np.ndarray, values: np.ndarray) -> None:
-    """Reset a range-max tree to hold ``values`` (length T) with no pending adds."""
+def max_build(tree: np.ndarray, lazy: np.ndarray) -> None:
+    """Reset a range-max tree to hold its leaves ``tree[T:2T]`` (written by the caller) with no pending adds."""
     size = lazy.shape[0] - 1
-    tree[size : 2 * size] = values
     lazy[:] = 0
     for i in range(size - 1, 0, -1):
         tree[i] = max(tree[2 * i], tree[2 * i + 1])
@@ -156,18 +160,22 @@ def allocate(size_t: int, dtype: type) -> tuple[np.ndarray, np.ndarray]:
 # --- state and mutations
 
 NONE = -1
-# columns of U (UF: a fetch unit, App. B.3: it produces its value from the host copy, with no inputs)
-UO, UW, UR, UC, UF = 0, 1, 2, 3, 4
-# columns of V (production times start at VP)
-VS, VO, VN, VU, VK, VC, VP = 0, 1, 2, 3, 4, 5, 6
+# columns of U (UF: a fetch unit, App. B.3: it produces its value from the host copy, with no inputs;
+# UK: the most occurrences the unit may have)
+UO, UW, UR, UC, UF, UK = 0, 1, 2, 3, 4, 5
+# columns of V (VQ / VU: where its production / use times start in ``buf``; VN / VK: how many)
+VS, VO, VN, VQ, VU, VK = 0, 1, 2, 3, 4, 5
 # indices into ints / floats
-N_OCC, CP, LAE_ON = 0, 1, 2
+N_OCC, LAE_ON = 0, 1
+# an entry of ``occ``: slot | unit << SHIFT (T <= 2**32 slots)
+SHIFT = 32
+MASK = (1 << SHIFT) - 1
 COST, LAE_SCALE, LAE_BIG = 0, 1, 2
 
 
 @njit(cache=True, inline="always")
 def _use_lower(buf: np.ndarray, lo: int, n: int, t: int) -> int:
-    """Index of the first of buf[lo:lo+n] (sorted) that is >= t."""
+    """Index of the first of buf[lo:lo+n] (sorted production or use times) that is >= t."""
     if n <= 16:  # short lists: a backward scan (queries mostly look at the last entries)
         k = n
         while k > 0 and buf[lo + k - 1] >= t:
@@ -185,43 +193,29 @@ def _use_lower(buf: np.ndarray, lo: int, n: int, t: int) -> int:
 
 
 @njit(cache=True, inline="always")
-def _prod_lower(V: np.ndarray, v: int, t: int) -> int:
+def _prod_lower(V: np.ndarray, buf: np.ndarray, v: int, t: int) -> int:
     """Number of productions of v before t."""
-    n = V[v, VN]
-    if n <= 16:
-        k = n
-        while k > 0 and V[v, VP + k - 1] >= t:
-            k -= 1
-        return k
-    a = 0
-    b = n
-    while a < b:
-        m = (a + b) >> 1
-        if V[v, VP + m] < t:
-            a = m + 1
-        else:
-            b = m
-    return a
+    return _use_lower(buf, V[v, VQ], V[v, VN], t)
 
 
 @njit(cache=True, inline="always")
-def last_use_in(V: np.ndarray, use_buf: np.ndarray, v: int, a: int, b: int) -> int:
+def last_use_in(V: np.ndarray, buf: np.ndarray, v: int, a: int, b: int) -> int:
     """Latest use time of value v strictly inside (a, b), or NONE."""
     lo = V[v, VU]
-    k = _use_lower(use_buf, lo, V[v, VK], b) - 1
-    if k >= 0 and use_buf[lo + k] > a:
-        return use_buf[lo + k]
+    k = _use_lower(buf, lo, V[v, VK], b) - 1
+    if k >= 0 and buf[lo + k] > a:
+        return buf[lo + k]
     return NONE
 
 
 @njit(cache=True, inline="always")
-def interval_end(V: np.ndarray, use_buf: np.ndarray, size_t: int, v: int, p: int, nxt: int) -> int:
+def interval_end(V: np.ndarray, buf: np.ndarray, size_t: int, v: int, p: int, nxt: int) -> int:
     """End of the live interval of v's production at p, given its next production ``nxt`` (or NONE)."""
     if nxt == NONE:
         if V[v, VO]:
             return size_t - 1
         nxt = size_t
-    e = last_use_in(V, use_buf, v, p, nxt)
+    e = last_use_in(V, buf, v, p, nxt)
     return e if e > p else p
 
 
@@ -251,8 +245,8 @@ def can_add(
     in_ptr: np.ndarray,
     in_idx: np.ndarray,
     V: np.ndarray,
+    buf: np.ndarray,
     S: np.ndarray,
-    ints: np.ndarray,
     x: int,
     t: int,
 ) -> bool:
@@ -260,20 +254,20 @@ def can_add(
 
     A fetch unit needs a computed copy of its value before t (the first production is always a compute).
     """
-    if S[t, 0] != NONE or U[x, UC] >= ints[CP]:
+    if S[t, 0] != NONE or U[x, UC] >= U[x, UK]:
         return False
     if U[x, UF]:
         v = U[x, UO]
-        return V[v, VN] > 0 and V[v, VP] < t
+        return V[v, VN] > 0 and buf[V[v, VQ]] < t
     for j in range(in_ptr[x], in_ptr[x + 1]):
         u = in_idx[j]
-        if V[u, VN] == 0 or V[u, VP] >= t or V[u, VK] >= V[u, VC]:
+        if V[u, VN] == 0 or buf[V[u, VQ]] >= t:
             return False
     return True
 
 
 @njit(cache=True, inline="always")
-def can_remove(U: np.ndarray, V: np.ndarray, use_buf: np.ndarray, S: np.ndarray, t: int) -> bool:
+def can_remove(U: np.ndarray, V: np.ndarray, buf: np.ndarray, S: np.ndarray, t: int) -> bool:
     """Whether the unit at slot t may be dropped: another copy remains and no use loses its producer.
 
     A fetch unit may always go (its reads fall back on the earlier copy); the first production may not
@@ -287,10 +281,10 @@ def can_remove(U: np.ndarray, V: np.ndarray, use_buf: np.ndarray, S: np.ndarray,
     if U[x, UC] < 2:
         return False
     v = U[x, UO]
-    if V[v, VP] == t:  # first production: nothing may read v before the next one
-        if U[S[V[v, VP + 1], 0], UF]:
+    if buf[V[v, VQ]] == t:  # first production: nothing may read v before the next one
+        if U[S[buf[V[v, VQ] + 1], 0], UF]:
             return False
-        return last_use_in(V, use_buf, v, t, V[v, VP + 1]) == NONE
+        return last_use_in(V, buf, v, t, buf[V[v, VQ] + 1]) == NONE
     return True
 
 
@@ -301,7 +295,7 @@ def add_unit(
     in_ptr: np.ndarray,
     in_idx: np.ndarray,
     V: np.ndarray,
-    use_buf: np.ndarray,
+    buf: np.ndarray,
     S: np.ndarray,
     occ: np.ndarray,
     tree: np.ndarray,
@@ -319,41 +313,42 @@ def add_unit(
     for j in range(in_ptr[x], in_ptr[x + 1]):
         u = in_idx[j]
         n = V[u, VN]
-        k = _prod_lower(V, u, t)
-        nxt = V[u, VP + k] if k < n else NONE
-        e = interval_end(V, use_buf, size_t, u, V[u, VP + k - 1], nxt)
+        k = _prod_lower(V, buf, u, t)
+        nxt = buf[V[u, VQ] + k] if k < n else NONE
+        e = interval_end(V, buf, size_t, u, buf[V[u, VQ] + k - 1], nxt)
         if t > e:  # extend the interval up to this new use
             _radd(tree, lazy, ltree, llazy, ints, floats, e + 1, t, V[u, VS])
         lo = V[u, VU]
         m = V[u, VK]
         i = lo + m
-        while i > lo and use_buf[i - 1] > t:
-            use_buf[i] = use_buf[i - 1]
+        while i > lo and buf[i - 1] > t:
+            buf[i] = buf[i - 1]
             i -= 1
-        use_buf[i] = t
+        buf[i] = t
         V[u, VK] = m + 1
     v = U[x, UO]
     n = V[v, VN]
-    k = _prod_lower(V, v, t)
-    nxt = V[v, VP + k] if k < n else NONE
+    k = _prod_lower(V, buf, v, t)
+    nxt = buf[V[v, VQ] + k] if k < n else NONE
     if k > 0:
-        p = V[v, VP + k - 1]
-        if interval_end(V, use_buf, size_t, v, p, nxt) >= t:  # split: p's interval now stops at its last use < t
-            e1 = max(p, last_use_in(V, use_buf, v, p, t))
+        p = buf[V[v, VQ] + k - 1]
+        if interval_end(V, buf, size_t, v, p, nxt) >= t:  # split: p's interval now stops at its last use < t
+            e1 = max(p, last_use_in(V, buf, v, p, t))
             _radd(tree, lazy, ltree, llazy, ints, floats, e1 + 1, t - 1, -V[v, VS])
         else:
             at_t += V[v, VS]
     else:
         at_t += V[v, VS]
     _radd(tree, lazy, ltree, llazy, ints, floats, t, t, at_t)
-    for i in range(VP + n, VP + k, -1):
-        V[v, i] = V[v, i - 1]
-    V[v, VP + k] = t
+    q = V[v, VQ]
+    for i in range(q + n, q + k, -1):
+        buf[i] = buf[i - 1]
+    buf[q + k] = t
     V[v, VN] = n + 1
     S[t, 0] = x
     U[x, UC] += 1
     S[t, 1] = ints[N_OCC]
-    occ[ints[N_OCC]] = t
+    occ[ints[N_OCC]] = t | (x << SHIFT)
     ints[N_OCC] += 1
     floats[COST] += ucost[x]
     if ints[LAE_ON]:
@@ -367,7 +362,7 @@ def remove_unit(
     in_ptr: np.ndarray,
     in_idx: np.ndarray,
     V: np.ndarray,
-    use_buf: np.ndarray,
+    buf: np.ndarray,
     S: np.ndarray,
     occ: np.ndarray,
     tree: np.ndarray,
@@ -384,31 +379,32 @@ def remove_unit(
     at_t = -U[x, UW]
     v = U[x, UO]
     n = V[v, VN]
-    k = _prod_lower(V, v, t)
-    nxt = V[v, VP + k + 1] if k + 1 < n else NONE
+    k = _prod_lower(V, buf, v, t)
+    nxt = buf[V[v, VQ] + k + 1] if k + 1 < n else NONE
     kept = nxt == NONE and V[v, VO] > 0  # t's interval reaches the end (possibly t == T - 1)
-    if k > 0 and (kept or interval_end(V, use_buf, size_t, v, t, nxt) > t):  # merge into the previous interval
-        p = V[v, VP + k - 1]
-        e1 = max(p, last_use_in(V, use_buf, v, p, t))
+    if k > 0 and (kept or interval_end(V, buf, size_t, v, t, nxt) > t):  # merge into the previous interval
+        p = buf[V[v, VQ] + k - 1]
+        e1 = max(p, last_use_in(V, buf, v, p, t))
         _radd(tree, lazy, ltree, llazy, ints, floats, e1 + 1, t - 1, V[v, VS])
     else:
         at_t -= V[v, VS]
-    for i in range(VP + k, VP + n - 1):
-        V[v, i] = V[v, i + 1]
+    q = V[v, VQ]
+    for i in range(q + k, q + n - 1):
+        buf[i] = buf[i + 1]
     V[v, VN] = n - 1
     for j in range(in_ptr[x], in_ptr[x + 1]):
         u = in_idx[j]
         lo = V[u, VU]
         m = V[u, VK] - 1
-        i = lo + _use_lower(use_buf, lo, m + 1, t)
+        i = lo + _use_lower(buf, lo, m + 1, t)
         while i < lo + m:
-            use_buf[i] = use_buf[i + 1]
+            buf[i] = buf[i + 1]
             i += 1
         V[u, VK] = m
         n = V[u, VN]
-        k = _prod_lower(V, u, t)
-        nxt = V[u, VP + k] if k < n else NONE
-        e = interval_end(V, use_buf, size_t, u, V[u, VP + k - 1], nxt)
+        k = _prod_lower(V, buf, u, t)
+        nxt = buf[V[u, VQ] + k] if k < n else NONE
+        e = interval_end(V, buf, size_t, u, buf[V[u, VQ] + k - 1], nxt)
         if e < t:  # t was the last use: shrink
             _radd(tree, lazy, ltree, llazy, ints, floats, e + 1, t, -V[u, VS])
     _radd(tree, lazy, ltree, llazy, ints, floats, t, t, at_t)
@@ -416,7 +412,7 @@ def remove_unit(
     U[x, UC] -= 1
     last = occ[ints[N_OCC] - 1]
     occ[S[t, 1]] = last
-    S[last, 1] = S[t, 1]
+    S[last & MASK, 1] = S[t, 1]
     ints[N_OCC] -= 1
     floats[COST] -= ucost[x]
     if ints[LAE_ON]:
@@ -429,43 +425,44 @@ def can_move(
     in_ptr: np.ndarray,
     in_idx: np.ndarray,
     V: np.ndarray,
-    use_buf: np.ndarray,
+    buf: np.ndarray,
     S: np.ndarray,
-    ints: np.ndarray,
     t1: int,
     t2: int,
 ) -> bool:
     """Whether the unit at slot t1 may move to nop slot t2 (checked without touching the state)."""
     x = S[t1, 0]
-    if x == NONE or not can_add(U, in_ptr, in_idx, V, S, ints, x, t2):
+    if x == NONE or not can_add(U, in_ptr, in_idx, V, buf, S, x, t2):
         return False
     v = U[x, UO]
-    if t2 > t1 and V[v, VP] == t1:  # t1 stays the first production: nothing may read it before t2
-        nxt = V[v, VP + 1] if V[v, VN] > 1 and V[v, VP + 1] < t2 else t2
+    if t2 > t1 and buf[V[v, VQ]] == t1:  # t1 stays the first production: nothing may read it before t2
+        nxt = buf[V[v, VQ] + 1] if V[v, VN] > 1 and buf[V[v, VQ] + 1] < t2 else t2
         if nxt < t2 and U[S[nxt, 0], UF]:
             return False  # a fetch would come first
-        return last_use_in(V, use_buf, v, t1, nxt) == NONE
+        return last_use_in(V, buf, v, t1, nxt) == NONE
     return True
 
 
 @njit(cache=True)
-def memory_profile(U: np.ndarray, V: np.ndarray, use_buf: np.ndarray, S: np.ndarray) -> np.ndarray:
-    """Memory per slot recomputed from scratch (reference for the incremental trees)."""
+def memory_profile(U: np.ndarray, V: np.ndarray, buf: np.ndarray, S: np.ndarray, out: np.ndarray) -> None:
+    """Write the memory per slot, recomputed from scratch, into ``out`` (length T; no temporaries: T is large)."""
     size_t = S.shape[0]
-    diff = np.zeros(size_t + 1, dtype=np.int64)
+    out[:] = 0
     for v in range(V.shape[0]):
         n = V[v, VN]
         for k in range(n):
-            p = V[v, VP + k]
-            nxt = V[v, VP + k + 1] if k + 1 < n else NONE
-            e = interval_end(V, use_buf, size_t, v, p, nxt)
-            diff[p] += V[v, VS]
-            diff[e + 1] -= V[v, VS]
-    profile = np.cumsum(diff)[:size_t]
+            p = buf[V[v, VQ] + k]
+            nxt = buf[V[v, VQ] + k + 1] if k + 1 < n else NONE
+            e = interval_end(V, buf, size_t, v, p, nxt)
+            out[p] += V[v, VS]
+            if e + 1 < size_t:
+                out[e + 1] -= V[v, VS]
+    running = 0
     for t in range(size_t):
+        running += out[t]
+        out[t] = running
         if S[t, 0] != NONE:
-            profile[t] += U[S[t, 0], UW]
-    return profile
+            out[t] += U[S[t, 0], UW]
 
 
 @njit(cache=True)
@@ -475,7 +472,7 @@ def fill(
     in_ptr: np.ndarray,
     in_idx: np.ndarray,
     V: np.ndarray,
-    use_buf: np.ndarray,
+    buf: np.ndarray,
     S: np.ndarray,
     occ: np.ndarray,
     ints: np.ndarray,
@@ -489,15 +486,15 @@ def fill(
         t = times[i]
         S[t, 0] = x
         S[t, 1] = i
-        occ[i] = t
+        occ[i] = t | (x << SHIFT)
         U[x, UC] += 1
         floats[COST] += ucost[x]
         v = U[x, UO]
-        V[v, VP + V[v, VN]] = t
+        buf[V[v, VQ] + V[v, VN]] = t
         V[v, VN] += 1
         for j in range(in_ptr[x], in_ptr[x + 1]):
             u = in_idx[j]
-            use_buf[V[u, VU] + V[u, VK]] = t
+            buf[V[u, VU] + V[u, VK]] = t
             V[u, VK] += 1
     ints[N_OCC] = sequence.shape[0]
 
@@ -510,7 +507,7 @@ OBJ_PRODUCT, OBJ_ELU, OBJ_MEMORY = 0, 1, 2
 P_BUDGET, P_FIXED, P_OBJ, P_H0, P_HF, P_N, P_ADD, P_REMOVE, P_STOP_MET, P_COST_EPS, P_FETCH = range(11)
 N_PARAMS = 11
 # indices into the counters
-C_ITER, C_VALID, C_ACCEPTED = range(3)
+C_ITER, C_VALID, C_ACCEPTED, C_SAVED = range(4)  # C_SAVED: best states recorded mid-chunk
 # indices into the best-state record
 B_F, B_MET, B_DIRTY, B_N, B_PEAK, B_COST = range(6)
 
@@ -547,6 +544,12 @@ def _nop_slot(rng: np.ndarray, S: np.ndarray) -> int:
     while S[t, 0] != NONE:
         t = _below(rng, size_t)
     return t
+
+
+@njit(cache=True, inline="always")
+def _rejects(rng: np.ndarray, h: float, worse: float) -> bool:
+    """Metropolis test of a move ``worse`` > 0 higher at temperature h (h <= 0: always rejected)."""
+    return h <= 0.0 or _uniform(rng) >= np.exp(-worse / h)
 
 
 @njit(cache=True)
@@ -586,8 +589,8 @@ def snapshot(
     """Record the current occupied slots as the best state."""
     n = ints[N_OCC]
     for i in range(n):
-        best_t[i] = occ[i]
-        best_u[i] = S[occ[i], 0]
+        best_t[i] = occ[i] & MASK
+        best_u[i] = occ[i] >> SHIFT
     best[B_N] = n
     best[B_DIRTY] = 0.0
     best[B_PEAK] = float(tree[1]) + par[P_FIXED]
@@ -601,7 +604,7 @@ def _apply(
     in_ptr: np.ndarray,
     in_idx: np.ndarray,
     V: np.ndarray,
-    use_buf: np.ndarray,
+    buf: np.ndarray,
     S: np.ndarray,
     occ: np.ndarray,
     tree: np.ndarray,
@@ -617,15 +620,15 @@ def _apply(
 ) -> None:
     """Apply mutation ``kind`` (0 add x at t1, 1 remove at t1, 2 move t1 -> t2), or its inverse for kind + 3."""
     if kind == 0 or kind == 4:
-        add_unit(U, ucost, in_ptr, in_idx, V, use_buf, S, occ, tree, lazy, ltree, llazy, ints, floats, x, t1)
+        add_unit(U, ucost, in_ptr, in_idx, V, buf, S, occ, tree, lazy, ltree, llazy, ints, floats, x, t1)
     elif kind == 1 or kind == 3:
-        remove_unit(U, ucost, in_ptr, in_idx, V, use_buf, S, occ, tree, lazy, ltree, llazy, ints, floats, t1)
+        remove_unit(U, ucost, in_ptr, in_idx, V, buf, S, occ, tree, lazy, ltree, llazy, ints, floats, t1)
     elif kind == 2:
-        add_unit(U, ucost, in_ptr, in_idx, V, use_buf, S, occ, tree, lazy, ltree, llazy, ints, floats, x, t2)
-        remove_unit(U, ucost, in_ptr, in_idx, V, use_buf, S, occ, tree, lazy, ltree, llazy, ints, floats, t1)
+        add_unit(U, ucost, in_ptr, in_idx, V, buf, S, occ, tree, lazy, ltree, llazy, ints, floats, x, t2)
+        remove_unit(U, ucost, in_ptr, in_idx, V, buf, S, occ, tree, lazy, ltree, llazy, ints, floats, t1)
     else:
-        add_unit(U, ucost, in_ptr, in_idx, V, use_buf, S, occ, tree, lazy, ltree, llazy, ints, floats, x, t1)
-        remove_unit(U, ucost, in_ptr, in_idx, V, use_buf, S, occ, tree, lazy, ltree, llazy, ints, floats, t2)
+        add_unit(U, ucost, in_ptr, in_idx, V, buf, S, occ, tree, lazy, ltree, llazy, ints, floats, x, t1)
+        remove_unit(U, ucost, in_ptr, in_idx, V, buf, S, occ, tree, lazy, ltree, llazy, ints, floats, t2)
 
 
 @njit(cache=True)
@@ -635,7 +638,7 @@ def anneal(
     in_ptr: np.ndarray,
     in_idx: np.ndarray,
     V: np.ndarray,
-    use_buf: np.ndarray,
+    buf: np.ndarray,
     S: np.ndarray,
     occ: np.ndarray,
     tree: np.ndarray,
@@ -670,19 +673,19 @@ def anneal(
     p_fetch = par[P_FETCH]
     f = current_objective(tree, ltree, ints, floats, par)
     for _ in range(n_iter):
-        h = h0 * np.exp(log_ratio * counters[C_ITER] / total)
-        counters[C_ITER] += 1
+        it = counters[C_ITER]
+        counters[C_ITER] = it + 1
         t2 = NONE
         if p_fetch > 0.0 and _uniform(rng) < p_fetch:  # no draw without fetches: recompute-only runs are unchanged
             kind = 0
-            t = occ[_below(rng, ints[N_OCC])]
+            t = occ[_below(rng, ints[N_OCC])] & MASK
             y = S[t, 0]
             n_in = in_ptr[y + 1] - in_ptr[y]
             if n_in == 0 or t == 0:
                 continue
             x = fetch_of[in_idx[in_ptr[y] + _below(rng, n_in)]]
             t1 = t - 1
-            if x == NONE or not can_add(U, in_ptr, in_idx, V, S, ints, x, t1):
+            if x == NONE or not can_add(U, in_ptr, in_idx, V, buf, S, x, t1):
                 continue
         else:
             r = _uniform(rng)
@@ -692,32 +695,32 @@ def anneal(
                 kind = 0
                 x = addable[_below(rng, addable.shape[0])]
                 t1 = _nop_slot(rng, S)
-                if not can_add(U, in_ptr, in_idx, V, S, ints, x, t1):
+                if not can_add(U, in_ptr, in_idx, V, buf, S, x, t1):
                     continue
             elif r < p_mut:
                 kind = 1
-                t1 = occ[_below(rng, ints[N_OCC])]
+                t1 = occ[_below(rng, ints[N_OCC])] & MASK
                 x = S[t1, 0]
-                if not U[x, UR] or not can_remove(U, V, use_buf, S, t1):
+                if not U[x, UR] or not can_remove(U, V, buf, S, t1):
                     continue
             else:
                 kind = 2
-                t1 = occ[_below(rng, ints[N_OCC])]
+                t1 = occ[_below(rng, ints[N_OCC])] & MASK
                 t2 = _nop_slot(rng, S)
                 x = S[t1, 0]
-                if not can_move(U, in_ptr, in_idx, V, use_buf, S, ints, t1, t2):
+                if not can_move(U, in_ptr, in_idx, V, buf, S, t1, t2):
                     continue
-        _apply(U, ucost, in_ptr, in_idx, V, use_buf, S, occ, tree, lazy, ltree, llazy, ints, floats, kind, x, t1, t2)
+        _apply(U, ucost, in_ptr, in_idx, V, buf, S, occ, tree, lazy, ltree, llazy, ints, floats, kind, x, t1, t2)
         counters[C_VALID] += 1
         f_new = current_objective(tree, ltree, ints, floats, par)
-        if f_new > f and (h <= 0.0 or _uniform(rng) >= np.exp((f - f_new) / h)):
+        if f_new > f and _rejects(rng, h0 * np.exp(log_ratio * it / total), f_new - f):  # temperature only here
             _apply(
                 U,
                 ucost,
                 in_ptr,
                 in_idx,
                 V,
-                use_buf,
+                buf,
                 S,
                 occ,
                 tree,
@@ -742,7 +745,7 @@ def anneal(
                 in_ptr,
                 in_idx,
                 V,
-                use_buf,
+                buf,
                 S,
                 occ,
                 tree,
@@ -757,9 +760,8 @@ def anneal(
                 t2,
             )
             snapshot(S, occ, tree, ints, floats, par, best, best_t, best_u)
-            _apply(
-                U, ucost, in_ptr, in_idx, V, use_buf, S, occ, tree, lazy, ltree, llazy, ints, floats, kind, x, t1, t2
-            )
+            counters[C_SAVED] += 1
+            _apply(U, ucost, in_ptr, in_idx, V, buf, S, occ, tree, lazy, ltree, llazy, ints, floats, kind, x, t1, t2)
         f = f_new
         if better:
             best[B_F] = f_new
@@ -777,7 +779,7 @@ def prune(
     in_ptr: np.ndarray,
     in_idx: np.ndarray,
     V: np.ndarray,
-    use_buf: np.ndarray,
+    buf: np.ndarray,
     S: np.ndarray,
     occ: np.ndarray,
     tree: np.ndarray,
@@ -796,16 +798,16 @@ def prune(
     changed = True
     while changed:
         changed = False
-        times = np.sort(occ[: ints[N_OCC]])
+        times = np.sort(occ[: ints[N_OCC]] & MASK)
         for i in range(times.shape[0] - 1, -1, -1):
             t = times[i]
             x = S[t, 0]
-            if not U[x, UR] or not can_remove(U, V, use_buf, S, t):
+            if not U[x, UR] or not can_remove(U, V, buf, S, t):
                 continue
             before = tree[1]
-            remove_unit(U, ucost, in_ptr, in_idx, V, use_buf, S, occ, tree, lazy, ltree, llazy, ints, floats, t)
+            remove_unit(U, ucost, in_ptr, in_idx, V, buf, S, occ, tree, lazy, ltree, llazy, ints, floats, t)
             if tree[1] > max(before, limit):
-                add_unit(U, ucost, in_ptr, in_idx, V, use_buf, S, occ, tree, lazy, ltree, llazy, ints, floats, x, t)
+                add_unit(U, ucost, in_ptr, in_idx, V, buf, S, occ, tree, lazy, ltree, llazy, ints, floats, x, t)
             else:
                 removed += 1
                 changed = True

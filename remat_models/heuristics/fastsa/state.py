@@ -9,9 +9,9 @@ import numpy as np
 
 from remat_models.core.graph import Graph
 from remat_models.core.schedule import Offload, Prefetch, Schedule, Step, eager_frees
+from remat_models.errors import ConfigurationError
 from remat_models.heuristics.fastsa import _kernels as kernels
 from remat_models.heuristics.fastsa._kernels import (
-    CP,
     LAE_BIG,
     LAE_ON,
     LAE_SCALE,
@@ -19,12 +19,12 @@ from remat_models.heuristics.fastsa._kernels import (
     NONE,
     UC,
     UF,
+    UK,
     UR,
-    VC,
     VK,
     VN,
     VO,
-    VP,
+    VQ,
     VS,
     VU,
     allocate,
@@ -46,7 +46,7 @@ class KernelArrays(NamedTuple):
     in_ptr: np.ndarray
     in_idx: np.ndarray
     V: np.ndarray
-    use_buf: np.ndarray
+    buf: np.ndarray
     S: np.ndarray
     occ: np.ndarray
     tree: np.ndarray
@@ -63,17 +63,31 @@ def slot_count(length: int, *, slots: int | None = None, spacing: int = 64) -> i
     return 1 << math.ceil(math.log2(wanted))
 
 
-def _layout(units: Units, sequence: np.ndarray, slots: int | None, spacing: int, copies: int) -> tuple[int, int, int]:
-    """(T, copies per unit, production columns per value) of a state holding ``sequence`` (unit indices)."""
-    size_t = slot_count(sequence.size, slots=slots, spacing=spacing)
-    cp = int(max(copies, np.bincount(sequence, minlength=units.count).max(initial=1), 2))
-    return size_t, cp, cp * (2 if units.fetches().size else 1)  # a value's fetches are productions too
+def copy_limits(units: Units, sequence: np.ndarray, copies: int) -> np.ndarray:
+    """Most occurrences of each unit: ``copies`` (at least 2, so a unit can rotate), or its count in ``sequence``."""
+    return np.maximum(np.bincount(sequence, minlength=units.count), max(copies, 2)).astype(np.int64)
+
+
+def _slabs(units: Units, limits: np.ndarray, n_values: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """(production slab starts, use slab starts, total) of ``buf`` for units holding at most ``limits`` copies.
+
+    A value has room for as many productions as its producing units (its compute unit and its fetch
+    unit) may hold copies, and for as many uses as the units reading it may hold copies.
+    """
+    data = units.data
+    reads = np.repeat(limits, np.diff(data.in_ptr))
+    produced = np.bincount(data.out, weights=limits, minlength=n_values).astype(np.int64)
+    used = np.bincount(data.in_idx, weights=reads, minlength=n_values).astype(np.int64)
+    ends = np.cumsum(produced + used)
+    starts = ends - produced - used
+    return starts, starts + produced, int(ends[-1]) if ends.size else 0
 
 
 class SAState:
     """A slot sequence over ``units`` with incremental lifetimes and segment tree(s).
 
     The initial ``sequence`` (unit indices) is spread evenly: item i of k goes to slot i*T/(k+1) (D.4).
+    ``capacity`` (per unit, default its copy limit) sizes the time slabs for later :meth:`respread` calls.
     """
 
     def __init__(
@@ -86,19 +100,24 @@ class SAState:
         spacing: int = 64,
         copies: int = 16,
         logaddexp: bool = False,
+        capacity: np.ndarray | None = None,
     ) -> None:
         self.graph = graph
         self.units = units
         data = units.data
         sequence = np.asarray(sequence, dtype=np.int64)
-        size_t, cp, productions = _layout(units, sequence, slots, spacing, copies)
-        unit_table = np.zeros((units.count, 5), dtype=np.int64)
+        size_t = slot_count(sequence.size, slots=slots, spacing=spacing)
+        if size_t > kernels.MASK + 1:
+            raise ConfigurationError(f"FastSA state of {size_t} slots; at most 2**{kernels.SHIFT} are supported")
+        limits = copy_limits(units, sequence, copies)
+        room = limits if capacity is None else np.maximum(limits, capacity).astype(np.int64)
+        unit_table = np.zeros((units.count, 6), dtype=np.int64)
         unit_table[:, 0], unit_table[:, 1], unit_table[:, 2] = data.out, data.ws, data.recomputable
         unit_table[units.fetches(), UF] = 1
-        values = np.zeros((graph.n, VP + productions), dtype=np.int64)
+        unit_table[:, UK] = limits
+        values = np.zeros((graph.n, 6), dtype=np.int64)
         values[:, VS], values[:, VO] = data.size, data.is_output
-        values[:, VC] = np.bincount(data.in_idx, minlength=graph.n) * cp
-        values[1:, VU] = np.cumsum(values[:-1, VC])
+        values[:, VQ], values[:, VU], total = _slabs(units, room, graph.n)
         tree, lazy = allocate(size_t, np.int64)
         ltree, llazy = allocate(size_t if logaddexp else 1, np.float64)
         self.arrays = KernelArrays(
@@ -107,48 +126,49 @@ class SAState:
             in_ptr=data.in_ptr,
             in_idx=data.in_idx,
             V=values,
-            use_buf=np.zeros(int(values[:, VC].sum()), dtype=np.int64),
+            buf=np.zeros(total, dtype=np.int64),
             S=np.full((size_t, 2), NONE, dtype=np.int64),
             occ=np.zeros(size_t, dtype=np.int64),
             tree=tree,
             lazy=lazy,
             ltree=ltree,
             llazy=llazy,
-            ints=np.array([0, cp, int(logaddexp), 0], dtype=np.int64),
+            ints=np.array([0, int(logaddexp)], dtype=np.int64),
             floats=np.zeros(4, dtype=np.float64),
         )
         self._allocated = self.arrays  # full-size arrays; ``respread`` may leave views of them in ``arrays``
-        self._capacity = cp  # copies per unit the arrays hold
+        self._capacity = room  # copies per unit the slabs hold
         a = self.arrays
         if logaddexp:
             a.floats[LAE_SCALE] = LAE_MAX_VALUE * math.log(2.0) / max(int(data.size.max()), 1)
             a.floats[LAE_BIG] = LAE_NOP_OFFSET
         times = (np.arange(1, sequence.size + 1, dtype=np.int64) * size_t) // (sequence.size + 1)
-        kernels.fill(a.U, a.ucost, a.in_ptr, a.in_idx, a.V, a.use_buf, a.S, a.occ, a.ints, a.floats, sequence, times)
+        kernels.fill(a.U, a.ucost, a.in_ptr, a.in_idx, a.V, a.buf, a.S, a.occ, a.ints, a.floats, sequence, times)
         self.rebuild_trees()
 
     def reload(self, sequence: np.ndarray, times: np.ndarray) -> None:
         """Replace the state by ``sequence[i]`` at slot ``times[i]`` (increasing), reusing the arrays.
 
-        Each unit may occur at most :attr:`copies` times. Much faster than a new state on large graphs,
+        Each unit may occur at most its copy limit (:meth:`limits`) times. Much faster than a new state on large graphs,
         whose build time is mostly the first touch of freshly allocated memory.
         """
         self._clear()
         a = self.arrays
         sequence, times = np.asarray(sequence, dtype=np.int64), np.asarray(times, dtype=np.int64)
-        kernels.fill(a.U, a.ucost, a.in_ptr, a.in_idx, a.V, a.use_buf, a.S, a.occ, a.ints, a.floats, sequence, times)
+        kernels.fill(a.U, a.ucost, a.in_ptr, a.in_idx, a.V, a.buf, a.S, a.occ, a.ints, a.floats, sequence, times)
         self.rebuild_trees()
 
     def respread(self, sequence: np.ndarray, *, slots: int | None = None, spacing: int = 64, copies: int = 16) -> bool:
         """Become ``SAState(graph, units, sequence, ...)`` in place if the arrays are large enough; return whether.
 
-        The slots and tree(s) become views of the first T entries; the copy limit and the use capacities
-        are those a new state would have, so the search runs exactly as on a new state.
+        The slots and tree(s) become views of the first T entries; the copy limits are those a new state
+        would have (its slabs may be larger, which the search never sees), so it runs exactly as on a new state.
         """
         sequence = np.asarray(sequence, dtype=np.int64)
-        size_t, cp, _ = _layout(self.units, sequence, slots, spacing, copies)
+        size_t = slot_count(sequence.size, slots=slots, spacing=spacing)
+        limits = copy_limits(self.units, sequence, copies)
         full = self._allocated
-        if size_t > full.S.shape[0] or cp > self._capacity:
+        if size_t > full.S.shape[0] or np.any(limits > self._capacity):
             return False
         self._clear()
         lae = bool(full.ints[LAE_ON])
@@ -161,17 +181,16 @@ class SAState:
             llazy=full.llazy[: size_t + 1] if lae else full.llazy,
         )
         a = self.arrays
-        a.ints[CP] = cp
-        a.V[:, VC] = np.bincount(a.in_idx, minlength=self.graph.n) * cp
+        a.U[:, UK] = limits
         times = (np.arange(1, sequence.size + 1, dtype=np.int64) * size_t) // (sequence.size + 1)
-        kernels.fill(a.U, a.ucost, a.in_ptr, a.in_idx, a.V, a.use_buf, a.S, a.occ, a.ints, a.floats, sequence, times)
+        kernels.fill(a.U, a.ucost, a.in_ptr, a.in_idx, a.V, a.buf, a.S, a.occ, a.ints, a.floats, sequence, times)
         self.rebuild_trees()
         return True
 
     def _clear(self) -> None:
         """Empty every slot (the full arrays' too) and reset counts and cost."""
         a = self.arrays
-        a.S[a.occ[: a.ints[N_OCC]]] = NONE
+        a.S[a.occ[: a.ints[N_OCC]] & kernels.MASK] = NONE
         a.U[:, UC] = 0
         a.V[:, VN] = 0
         a.V[:, VK] = 0
@@ -185,8 +204,12 @@ class SAState:
 
     @property
     def copies(self) -> int:
-        """Most occurrences a unit may have."""
-        return int(self.arrays.ints[CP])
+        """Most occurrences any unit may have."""
+        return int(self.arrays.U[:, UK].max(initial=0))
+
+    def limits(self) -> np.ndarray:
+        """Most occurrences of each unit."""
+        return self.arrays.U[:, UK].copy()
 
     @property
     def slots(self) -> np.ndarray:
@@ -202,12 +225,13 @@ class SAState:
     def rebuild_trees(self) -> None:
         """Recompute the tree(s) from scratch (initialisation; clears logaddexp rounding drift)."""
         a = self.arrays
-        profile = self.reference_profile()
-        max_build(a.tree, a.lazy, profile)
+        leaves = a.tree[self.size : 2 * self.size]
+        kernels.memory_profile(a.U, a.V, a.buf, a.S, leaves)
         if a.ints[LAE_ON]:
-            values = profile * a.floats[LAE_SCALE]
+            values = leaves * a.floats[LAE_SCALE]
             values[a.S[:, 0] == NONE] -= a.floats[LAE_BIG]
             lae_build(a.ltree, a.llazy, values)
+        max_build(a.tree, a.lazy)
 
     def peak(self) -> int:
         """Peak memory (fixed memory included) maintained incrementally by the tree."""
@@ -228,11 +252,13 @@ class SAState:
     def reference_profile(self) -> np.ndarray:
         """Memory per slot recomputed from the production/use times (fixed memory excluded)."""
         a = self.arrays
-        return kernels.memory_profile(a.U, a.V, a.use_buf, a.S)
+        profile = np.empty(self.size, dtype=np.int64)
+        kernels.memory_profile(a.U, a.V, a.buf, a.S, profile)
+        return profile
 
     def occupied(self) -> np.ndarray:
         """Occupied slots in time order."""
-        return np.sort(self.arrays.occ[: self.arrays.ints[N_OCC]])
+        return np.sort(self.arrays.occ[: self.arrays.ints[N_OCC]] & kernels.MASK)
 
     def nops(self) -> np.ndarray:
         """Free slots in time order."""
@@ -240,13 +266,13 @@ class SAState:
 
     def productions(self, value: int) -> np.ndarray:
         """Sorted slots where ``value`` is produced."""
-        row = self.arrays.V[value]
-        return row[VP : VP + row[VN]].copy()
+        start, count = self.arrays.V[value, VQ], self.arrays.V[value, VN]
+        return self.arrays.buf[start : start + count].copy()
 
     def add(self, unit: int, t: int) -> bool:
         """Place recomputable ``unit`` at nop slot t if valid; return whether it was placed."""
         a = self.arrays
-        if not a.U[unit, UR] or not kernels.can_add(a.U, a.in_ptr, a.in_idx, a.V, a.S, a.ints, unit, t):
+        if not a.U[unit, UR] or not kernels.can_add(a.U, a.in_ptr, a.in_idx, a.V, a.buf, a.S, unit, t):
             return False
         kernels.add_unit(*a, unit, t)
         return True
@@ -254,7 +280,7 @@ class SAState:
     def remove(self, t: int) -> bool:
         """Empty slot t if it holds a recomputable unit and that is valid; return whether it was emptied."""
         a = self.arrays
-        if a.S[t, 0] == NONE or not a.U[a.S[t, 0], UR] or not kernels.can_remove(a.U, a.V, a.use_buf, a.S, t):
+        if a.S[t, 0] == NONE or not a.U[a.S[t, 0], UR] or not kernels.can_remove(a.U, a.V, a.buf, a.S, t):
             return False
         kernels.remove_unit(*a, t)
         return True
@@ -262,7 +288,7 @@ class SAState:
     def move(self, t1: int, t2: int) -> bool:
         """Move the unit at slot t1 to nop slot t2 if valid; return whether it moved."""
         a = self.arrays
-        if not kernels.can_move(a.U, a.in_ptr, a.in_idx, a.V, a.use_buf, a.S, a.ints, t1, t2):
+        if not kernels.can_move(a.U, a.in_ptr, a.in_idx, a.V, a.buf, a.S, t1, t2):
             return False
         x = int(a.S[t1, 0])
         kernels.add_unit(*a, x, t2)
