@@ -34,6 +34,7 @@ class Paging:
     """
 
     name: ClassVar[str] = "paging"
+    mode: ClassVar[str] = "serial"  # the TransferModel mode this plug-in models
 
     def __init__(
         self,
@@ -46,14 +47,18 @@ class Paging:
         from remat_models.core.units import parse_size
 
         if transfer is None:
-            transfer = TransferModel.from_options(transfer_options)
+            transfer = TransferModel.from_options({"mode": self.mode, **transfer_options})
         elif transfer_options:
             extra = sorted(transfer_options)
             raise ConfigurationError(f"Paging takes a TransferModel or its options, not both: {extra}")
         if not isinstance(transfer, TransferModel):
             raise ConfigurationError(f"Paging needs a TransferModel, got {transfer!r}")
-        if transfer.mode != "serial":
-            raise ConfigurationError("the paging plug-in models serial transfers (mode='serial') only")
+        if transfer.mode != self.mode:
+            other = "paging" if self.mode == "overlap" else "paging-overlap (Checkmate)"
+            raise ConfigurationError(
+                f"the {self.name} plug-in models {self.mode} transfers (mode={self.mode!r}) only; "
+                f"use {other} for mode={transfer.mode!r}"
+            )
         if isinstance(nodes, str):
             nodes = [name for name in nodes.replace(";", " ").split() if name]
         self.transfer = transfer
@@ -64,7 +69,8 @@ class Paging:
             raise ConfigurationError(f"Paging fetches must be >= 0, got {fetches}")
 
     def __repr__(self) -> str:
-        return f"Paging({self.transfer!r}, nodes={self.nodes!r}, min_bytes={self.min_bytes}, fetches={self.fetches})"
+        fields = f"nodes={self.nodes!r}, min_bytes={self.min_bytes}, fetches={self.fetches}"
+        return f"{type(self).__name__}({self.transfer!r}, {fields})"
 
     def paged_nodes(self, graph: Graph) -> np.ndarray:
         """Sorted ids of the nodes whose values may be paged: listed, ``mem >= min_bytes``, not graph outputs."""

@@ -20,6 +20,7 @@ from remat_models.formulations.base import Extension
 # name -> "module:factory" (imported lazily)
 _REGISTRY: dict[str, str] = {
     "paging": "remat_models.extensions.paging:Paging",
+    "paging-overlap": "remat_models.extensions.overlap_paging:OverlapPaging",
 }
 
 

@@ -38,6 +38,15 @@ class CheckmatePaging:
 
 def apply(paging: Paging, built: Any) -> None:
     """Add H, IN, OUT, their rows, the carry terms and the transfer costs to a Checkmate model."""
+    state = add_blocks(paging, built)
+    (tt, ii), (ft, fi) = np.nonzero(state.out >= 0), np.nonzero(state.inn >= 0)
+    transfer, unit, mem = paging.transfer, built.units.cost_unit, built.graph.mem.astype(np.float64)
+    built.model.add_objective_terms(state.out[tt, ii], transfer.out_time(mem[ii]) / unit)
+    built.model.add_objective_terms(state.inn[ft, fi], transfer.in_time(mem[fi]) / unit)
+
+
+def add_blocks(paging: Paging, built: Any) -> CheckmatePaging:
+    """H, IN, OUT, their rows and the carry terms (no objective terms); the state is ``built.extensions[name]``."""
     m, graph = built.model, built.graph
     s_ids = built.index("S").ids  # (T, n) by node id
     T, n = s_ids.shape
@@ -66,10 +75,7 @@ def apply(paging: Paging, built: Any) -> None:
     carry_rows = built.hooks["carry"].lookup(ft + 1, fi)
     has_row = carry_rows >= 0
     m.add_terms("carry", carry_rows[has_row], inn[ft, fi][has_row], np.full(int(has_row.sum()), -1.0))
-    transfer, unit = paging.transfer, built.units.cost_unit
-    mem = graph.mem.astype(np.float64)
-    m.add_objective_terms(out[tt, ii], transfer.out_time(mem[ii]) / unit)
-    m.add_objective_terms(inn[ft, fi], transfer.in_time(mem[fi]) / unit)
+    transfer, mem = paging.transfer, graph.mem.astype(np.float64)
     if transfer.host_capacity is not None and k:
         coefs = mem[ii] / built.mem_scale
         capacity = transfer.host_capacity / built.mem_scale
@@ -77,7 +83,8 @@ def apply(paging: Paging, built: Any) -> None:
             capacity = float(np.floor(capacity))
         rows = Rows(T).term(h[tt, ii], coefs, rows=tt).term(out[tt, ii], coefs, rows=tt)
         rows.add_to(m, ub=capacity, name="paging_capacity")
-    built.extensions[paging.name] = CheckmatePaging(h=h, out=out, inn=inn)
+    state = built.extensions[paging.name] = CheckmatePaging(h=h, out=out, inn=inn)
+    return state
 
 
 def _block(m: Any, name: str, mask: np.ndarray) -> np.ndarray:
