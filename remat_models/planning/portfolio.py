@@ -4,23 +4,26 @@ The portfolio (:mod:`remat_models.planning.portfolio_worker` runs its members) s
 
 - a worker process runs FastSA, then again with the next seeds while a run's time is left and until
   ``restart_patience`` runs in a row bring no improvement (reporting each improvement);
-- a second one runs Checkmate's MILP on HiGHS on graphs of up to ``checkmate_nodes`` nodes (a share of
-  the time; Moccasin follows unless Checkmate proved its optimum), else Moccasin on CP-SAT; below
-  ``INIT_FASTSA_NODES`` nodes it starts from FastSA's schedule if FastSA reports within ``wait_share`` of
-  the limit (else from the fast baselines), from there on from ``auto_init`` (its own short FastSA run),
-  as ``remat solve -f moccasin`` would;
+- a second one runs the exact member: Checkmate's MILP on HiGHS on graphs of up to ``checkmate_nodes``
+  nodes (a share of the time; Moccasin follows unless Checkmate proved its optimum), Moccasin on CP-SAT up
+  to ``hilp_nodes`` nodes, the hierarchical H-ILP above (Moccasin's model then returns its warm start or
+  nothing; H-ILP never returns worse than its start and refines around it). Below ``INIT_FASTSA_NODES``
+  nodes it starts from FastSA's schedule if FastSA reports within ``wait_share`` of the limit (else from
+  the fast baselines); from there on from the cheaper of ``auto_init``'s (its own short FastSA run, as
+  ``remat solve -f moccasin`` would start) and the portfolio's best by then, which it asks this process for;
 - this process plans the fallbacks meanwhile: the saved-set knapsack while the workers import, then Chen's
   greedy within ``INIT_SHARE`` of the limit (or while nothing fits).
   Given a transfer model (option ``transfer``, ``plan(..., transfer=...)``) every member is simulated
-  under it, and the last ``offload_share`` of the limit goes to the three-way planner (keep, recompute
-  or offload each value), started from the members' schedules reported by then (each competes as it is,
-  and its order is shaved with offloads): offloading never returns a costlier plan than the recompute-only
-  members found.
+  under it, and a third worker runs the three-way planner (keep, recompute or offload each value) in the
+  last ``offload_share`` of the limit, started from the members' schedules reported by then (each competes
+  as it is, and its order is shaved with offloads), while the other workers go on: offloading never
+  returns a costlier plan than the recompute-only members found.
 
 Each member's schedule is simulated here as it arrives; once an exact member has proved its schedule
 optimal and FastSA's first run has reported (FastSA reorders, so it can beat an optimum of the input
-order), or at the deadline, the workers still running are stopped. ``auto`` returns the cheapest
-schedule within the budget (else the lowest peak) and the best lower bound on cost any member proved.
+order), the FastSA and exact workers are stopped (the offload planner goes on), and at the deadline every
+worker still running. ``auto`` returns the cheapest schedule within the budget (else the lowest peak) and
+the best lower bound on cost any member proved.
 """
 
 from __future__ import annotations
@@ -36,12 +39,11 @@ from typing import Any
 from remat_models.backends.interrupt import Stopper, stop_on_signals
 from remat_models.core.graph import Graph
 from remat_models.core.limits import check_count, wait_slice
-from remat_models.core.schedule import Schedule, SimulationResult, simulate
+from remat_models.core.schedule import TRANSFER_STEPS, Schedule, SimulationResult, simulate
 from remat_models.core.transfer import TransferModel
 from remat_models.errors import ConfigurationError
 from remat_models.formulations.base import options_of
 from remat_models.heuristics.baselines import BASELINES
-from remat_models.heuristics.three_way import three_way
 from remat_models.planning.portfolio_worker import Worker
 from remat_models.planning.result import MethodRun
 from remat_models.planning.warm_start import DEFAULT_TIME_LIMIT, INIT_FASTSA_NODES, INIT_SHARE
@@ -60,6 +62,7 @@ class AutoOptions:
 
     checkmate_nodes: int = 150  # Checkmate's MILP (O(n^2) variables) joins the portfolio up to this many nodes
     checkmate_share: float = 0.6  # of the exact worker's time, before Moccasin
+    hilp_nodes: int = 500  # above this many nodes the exact worker runs the hierarchical H-ILP, not Moccasin
     wait_share: float = 0.25  # of the time limit the exact worker waits for FastSA's schedule as its warm start
     restart_patience: int = 8  # FastSA runs in a row without an improvement before its worker stops
     transfer: TransferModel | None = None  # offloading allowed: three-way plans join (plan(..., transfer=...))
@@ -68,6 +71,7 @@ class AutoOptions:
     def validated(self) -> AutoOptions:
         """Itself, or a ConfigurationError naming the value out of range."""
         check_count(self.checkmate_nodes, "auto option checkmate_nodes", minimum=0)
+        check_count(self.hilp_nodes, "auto option hilp_nodes", minimum=0)
         check_count(self.restart_patience, "auto option restart_patience", minimum=1)
         for name in ("checkmate_share", "wait_share", "offload_share"):
             value = getattr(self, name)
@@ -94,9 +98,16 @@ class _Portfolio:
     def __init__(self, graph: Graph, budget: int, transfer: TransferModel | None = None) -> None:
         self.graph, self.budget, self.transfer = graph, budget, transfer
         self.best: tuple[str, Schedule, SimulationResult] | None = None
+        self.plain: tuple[Schedule, SimulationResult] | None = None  # the best without transfers: a start to share
+        self.proven = False  # an exact member proved its schedule optimal (FastSA may still reorder below it)
         self.latest: dict[str, Schedule] = {}  # each member's last schedule (FastSA's: its best so far)
         self.bound: float | None = None
         self.members: list[dict[str, Any]] = []
+
+    def starts(self) -> list[Schedule]:
+        """The members' latest schedules, the best first: the offload planner's starts."""
+        inits = [] if self.best is None else [self.best[1]]
+        return inits + [schedule for schedule in self.latest.values() if all(schedule is not s for s in inits)]
 
     def fits(self) -> bool:
         """Whether the best schedule so far fits the budget."""
@@ -124,6 +135,10 @@ class _Portfolio:
             self.latest[report["method"]] = schedule
         if result is not None and _better(result, None if self.best is None else self.best[2], self.budget):
             self.best = (report["method"], schedule, result)
+        plain = result is not None and not any(isinstance(step, TRANSFER_STEPS) for step in schedule.steps)
+        if plain and _better(result, None if self.plain is None else self.plain[1], self.budget):
+            self.plain = (schedule, result)
+        self.proven = self.proven or bool(report.get("optimal") and schedule is not None)
         cost = "no schedule" if result is None else f"peak {result.peak:,} B, cost {result.total_cost:g}"
         log.info("auto: %s reported %s; best so far: %s", report["method"], cost, self.best and self.best[0])
 
@@ -144,13 +159,14 @@ def auto(
     opts = options_of(AutoOptions, options, "auto")
     total = DEFAULT_TIME_LIMIT if time_limit is None else time_limit
     deadline = time.monotonic() + total
-    small = graph.n <= opts.checkmate_nodes
-    exact = {"formulations": ["checkmate", "moccasin"] if small else ["moccasin"], "first_share": opts.checkmate_share}
+    exact = {"formulations": _exact_members(graph.n, opts), "first_share": opts.checkmate_share}
     wait = opts.wait_share * total if graph.n < INIT_FASTSA_NODES else 0.0  # larger: the exact worker runs auto_init
-    jobs = {
+    jobs: dict[str, dict[str, Any]] = {
         "fastsa": {"role": "fastsa", "patience": opts.restart_patience},
         "exact": {"role": "exact", "wait": wait, **exact},
     }
+    if opts.transfer is not None:  # started now (imports), it waits for its starts
+        jobs["offload"] = {"role": "offload", "transfer": opts.transfer}
     portfolio, stopper = _Portfolio(graph, budget, opts.transfer), Stopper()
     with stop_on_signals(stopper):  # SIGINT/SIGTERM: stop the workers, return the best reported so far
         workers: dict[str, Worker] = {}
@@ -162,17 +178,18 @@ def auto(
                 workers[name].send({"graph": graph, "budget": budget, "seed": seed, "deadline": deadline, **job})
             if time.monotonic() < deadline - (1 - INIT_SHARE) * total or not portfolio.fits():
                 _fallback(graph, budget, "chen-greedy", portfolio)  # within a warm start's share of the limit
-            live = {worker.conn: worker for worker in workers.values()}
+            live = {worker.conn: worker for name, worker in workers.items() if name != "offload"}
             grace = min(STOP_GRACE, STOP_GRACE_SHARE * total)
-            until = deadline + grace
-            if opts.transfer is not None:  # the members report until the offload share, then offload from the best
+            until = deadline
+            if "offload" in workers:  # the members report until the offload share, then offload from theirs
                 reserve = opts.offload_share * total
-                if not _collect(workers, live, portfolio, deadline - reserve, relay=wait > 0, stopper=stopper):
-                    until = 0.0  # a proven optimum or a stop: nothing more to wait for
+                _collect(workers, live, portfolio, deadline - reserve, relay=wait > 0, stopper=stopper)
                 if not stopper.stopped.is_set():  # late (a slow fallback): the grace at least
-                    seconds = min(reserve, max(deadline - time.monotonic(), grace))
-                    _offload(graph, budget, opts.transfer, portfolio, seconds)
-            _collect(workers, live, portfolio, until, relay=wait > 0, stopper=stopper)
+                    now = time.monotonic()
+                    until = max(now + min(reserve, deadline - now), now + grace)
+                    workers["offload"].send({"inits": portfolio.starts(), "until": until})
+                    live[workers["offload"].conn] = workers["offload"]
+            _collect(workers, live, portfolio, max(deadline, until) + grace, relay=wait > 0, stopper=stopper)
         finally:  # every worker asked at once, then each waited for
             for worker in workers.values():
                 worker.terminate()
@@ -198,13 +215,11 @@ def _fallback(graph: Graph, budget: int, name: str, portfolio: _Portfolio) -> No
     portfolio.offer({"method": name, "schedule": schedule, "seconds": time.perf_counter() - t0})
 
 
-def _offload(graph: Graph, budget: int, transfer: TransferModel, portfolio: _Portfolio, seconds: float) -> None:
-    """Offer the three-way planner's plan, started from the members' schedules (the best first), within ``seconds``."""
-    t0 = time.perf_counter()
-    inits = [] if portfolio.best is None else [portfolio.best[1]]
-    inits += [schedule for schedule in portfolio.latest.values() if all(schedule is not s for s in inits)]
-    found = three_way(graph, budget, transfer, time_limit=max(seconds, 0.0), inits=inits).schedule
-    portfolio.offer({"method": "three-way", "schedule": found, "seconds": time.perf_counter() - t0})
+def _exact_members(nodes: int, opts: AutoOptions) -> list[str]:
+    """The exact worker's formulations in turn: H-ILP above ``hilp_nodes``, else [Checkmate (small), Moccasin]."""
+    if nodes > opts.hilp_nodes:
+        return ["hilp"]
+    return ["checkmate", "moccasin"] if nodes <= opts.checkmate_nodes else ["moccasin"]
 
 
 def _collect(
@@ -214,31 +229,33 @@ def _collect(
     until: float,
     relay: bool,
     stopper: Stopper,
-) -> bool:
+) -> None:
     """Offer the ``live`` workers' reports until all are done, ``until`` or a stop (then only those already sent).
 
-    ``live`` maps connections to the workers not done yet (the done ones leave it). With ``relay`` FastSA's
-    reports go on to the exact worker. True unless it ended on a stop or a proven optimum (nothing left
-    worth waiting for).
+    ``live`` maps connections to the workers not done yet (the done ones leave it). A request for the best
+    schedule so far is answered. With ``relay`` FastSA's reports go on to the exact worker. Once an optimum
+    is proven and FastSA has reported, the FastSA and exact workers are stopped (the offload planner goes on).
     """
-    proven = False  # an exact member proved its schedule optimal (FastSA may still reorder below it)
     while live and time.monotonic() < until:
         stopped = stopper.stopped.is_set()
         timeout = 0.0 if stopped else min(STOP_POLL, wait_slice(until - time.monotonic()))
         ready = wait(list(live), timeout=timeout)
         if stopped and not ready:
-            return False
+            return
         for conn in ready:
-            worker = live[conn]  # type: ignore[index]
-            report = worker.receive()
-            if report is None:  # done, or the process died (its stderr says why)
-                del live[conn]
+            worker = live.get(conn)  # type: ignore[call-overload]
+            report = None if worker is None else worker.receive()
+            if report is None:  # done, died (its stderr says why) or stopped in this round
+                live.pop(conn, None)  # type: ignore[call-overload]
+                continue
+            if report.get("request"):
+                worker.send({"best": None if portfolio.plain is None else portfolio.plain[0]})
                 continue
             portfolio.offer(report)
-            proven = proven or bool(report.get("optimal") and report.get("schedule") is not None)
-            if proven and any(m["method"] == "fastsa" for m in portfolio.members):
+            if portfolio.proven and any(m["method"] == "fastsa" for m in portfolio.members):
                 log.info("auto: an optimum is proven (for its fixed order) and FastSA has run; stopping the members")
-                return False
-            if relay and report["method"] == "fastsa" and report.get("schedule") is not None:
+                for name in ("fastsa", "exact"):
+                    workers[name].terminate()
+                    live.pop(workers[name].conn, None)
+            elif relay and report["method"] == "fastsa" and report.get("schedule") is not None:
                 workers["exact"].send({"init": report["schedule"]})
-    return not stopper.stopped.is_set()

@@ -1,11 +1,13 @@
 """The worker processes of the ``auto`` portfolio: one member each, reporting schedules over a socket pair.
 
 A worker is ``python -m remat_models.planning.portfolio_worker FD PARENT_PID`` (a fresh interpreter: nothing of
-the caller's ``__main__`` is imported, so scripts without a ``__main__`` guard are safe). It reads its job (graph,
-budget, seed, deadline on the shared monotonic clock, role) from the connection, sends reports (``method``,
-``schedule``, ``bound``, ``seconds``, ``optimal``, ``error``: one per exact member, one per FastSA
-improvement) and ends with ``{"done": True}``. It ignores Ctrl-C: the parent stops it; it dies with its parent
-(SIGTERM from the kernel on Linux when the parent dies, even by SIGKILL).
+the caller's ``__main__`` is imported, so scripts without a ``__main__`` guard are safe). It reads its job
+(graph, budget, seed, deadline on the shared monotonic clock, role) from the connection, sends reports
+(``method``, ``schedule``, ``bound``, ``seconds``, ``optimal``, ``error``: one per exact member, one per FastSA
+improvement, one from the offload planner) and ends with ``{"done": True}``. The exact worker may ask for the
+portfolio's best schedule so far (``{"request": "best"}``, answered ``{"best": schedule or None}``); the offload
+worker waits for its starts (``{"inits": [...], "until": t}``). It ignores Ctrl-C: the parent stops it; it dies
+with its parent (SIGTERM from the kernel on Linux when the parent dies, even by SIGKILL).
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from remat_models.core.limits import MAX_COUNT, wait_slice
 from remat_models.core.schedule import Schedule, simulate
 from remat_models.errors import RematError
 from remat_models.heuristics.registry import run_heuristic
+from remat_models.heuristics.three_way import three_way
+from remat_models.io import linear_chain
 from remat_models.model import SolveStatus
 from remat_models.planning.result import MethodRun
 from remat_models.planning.solve import run_formulation
@@ -36,6 +40,7 @@ log = logging.getLogger(__name__)
 
 FINISH_MARGIN = 1.0  # seconds a member leaves before the deadline to decode and report
 FINISH_SHARE = 0.2  # ... plus this share of the limit (decoding; CP-SAT presolve overshoots on 1M+ variables)
+ASK_SECONDS = 5.0  # the most the exact worker waits for the parent's answer (it answers between reports)
 MAX_RESTARTS = 1000  # FastSA runs (seeds) in one portfolio at most
 PR_SET_PDEATHSIG = 1  # prctl option: the signal this process gets when its parent dies (linux/prctl.h)
 
@@ -160,17 +165,20 @@ def _exact(conn: Connection, job: dict[str, Any], total: float) -> None:
     """Start as a plain exact solve would, then solve the formulations in turn, each from the best so far.
 
     With ``wait`` (small graphs, where FastSA reports within seconds) the start is the cheapest of the fast
-    baselines and the FastSA worker's schedule; else it is ``auto_init``'s (its own short FastSA run), so
-    the exact member never does worse than ``remat solve -f FORMULATION`` with the same time.
+    baselines and the FastSA worker's schedule; else the cheaper of ``auto_init``'s (its own short FastSA run,
+    so the exact member never does worse than ``remat solve -f FORMULATION`` with the same time) and the
+    portfolio's best by then (FastSA's further seeds, the fallbacks), asked of the parent.
     """
     graph, budget = job["graph"], job["budget"]
     if job["wait"] > 0:
         candidates = list(fast_baselines(graph, budget).values())
         if _poll(conn, min(job["wait"], _seconds_left(job, total))):
             candidates.append(conn.recv()["init"])
-        found = cheapest_fitting(graph, budget, candidates)
-    else:
-        found = auto_init(graph, budget, seed=job["seed"], time_limit=total)
+    else:  # its own start, and the portfolio's best by then (FastSA's worker has often reported)
+        own = auto_init(graph, budget, seed=job["seed"], time_limit=total)
+        candidates = [own.schedule] if own is not None else []
+        candidates += _portfolio_best(conn, min(ASK_SECONDS, max(0.0, _seconds_left(job, total))))
+    found = cheapest_fitting(graph, budget, candidates)
     start = None if found is None else found.schedule
     formulations = job["formulations"]
     for position, formulation in enumerate(formulations):
@@ -193,6 +201,36 @@ def _exact(conn: Connection, job: dict[str, Any], total: float) -> None:
         start = None if found is None else found.schedule
 
 
+def _portfolio_best(conn: Connection, seconds: float) -> list[Schedule]:
+    """The portfolio's best schedule so far, asked of the parent (empty if none or no answer within ``seconds``)."""
+    conn.send({"request": "best"})
+    until = time.monotonic() + seconds
+    while _poll(conn, max(0.0, until - time.monotonic())):
+        message = conn.recv()
+        if "best" in message:  # a relayed FastSA schedule ("init") may come first: the answer is newer
+            return [] if message["best"] is None else [message["best"]]
+    return []
+
+
+def _offload(conn: Connection, job: dict[str, Any], total: float) -> None:
+    """The three-way planner (keep, recompute or offload) from the starts the parent sends, until its ``until``.
+
+    While it waits, a plan of a 7-node chain loads the planner's compiled kernels (~1 s in a fresh process).
+    """
+    transfer, chain = job["transfer"], linear_chain(3)
+    three_way(chain, chain.lower_bound, transfer, time_limit=0.0)
+    if not _poll(conn, max(0.0, job["deadline"] - time.monotonic())):
+        return
+    message, started = conn.recv(), time.perf_counter()
+    seconds = max(0.0, message["until"] - time.monotonic() - FINISH_MARGIN)
+    try:
+        found = three_way(job["graph"], job["budget"], transfer, time_limit=seconds, inits=message["inits"])
+    except RematError as error:
+        _send(conn, "three-way", None, error=str(error))
+        return
+    _send(conn, "three-way", found.schedule, seconds=time.perf_counter() - started)
+
+
 def _poll(conn: Connection, seconds: float) -> bool:
     """Whether a message arrives on ``conn`` within ``seconds`` (waited in slices: one ``poll`` overflows)."""
     until = time.monotonic() + seconds
@@ -212,6 +250,13 @@ def _die_with_parent(parent: int) -> None:
         os._exit(0)
 
 
+ROLES: dict[str, Callable[[Connection, dict[str, Any], float], None]] = {
+    "fastsa": _fastsa,
+    "exact": _exact,
+    "offload": _offload,
+}
+
+
 def main(argv: list[str]) -> None:
     """Run the job received on the connection whose file descriptor is ``argv[1]`` (``argv[2]``: the parent's pid)."""
     _die_with_parent(int(argv[2]))
@@ -221,7 +266,7 @@ def main(argv: list[str]) -> None:
     try:
         job = conn.recv()
         total = job["deadline"] - time.monotonic()
-        (_fastsa if job["role"] == "fastsa" else _exact)(conn, job, total)
+        ROLES[job["role"]](conn, job, total)
         conn.send({"done": True})
     except (EOFError, OSError):  # the parent has gone (stopped or killed): nobody to report to
         pass
