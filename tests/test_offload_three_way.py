@@ -79,7 +79,7 @@ def test_host_capacity_is_respected() -> None:
 
 
 def test_auto_considers_offload_when_given_a_transfer_model() -> None:
-    result = plan(c1_graph(), 9, "auto", transfer=c1_transfer(), time_limit=4)
+    result = plan(c1_graph(), 9, "auto", transfer=c1_transfer(), time_limit=10)  # the offload worker starts too
     assert result.simulation.total_cost == pytest.approx(17.0)
     assert result.details["chosen"] == "three-way"
     check(c1_graph(), 9, result.schedule, c1_transfer())
@@ -90,12 +90,21 @@ def test_bad_transfer_input_is_a_typed_error() -> None:
         plan(c1_graph(), 9, "three-way", time_limit=1)
     with pytest.raises(ConfigurationError, match="TransferModel"):
         plan(c1_graph(), 9, "three-way", transfer="bw=2")  # type: ignore[arg-type]
-    with pytest.raises(ConfigurationError, match="serial"):
-        plan(c1_graph(), 9, formulation="checkmate", transfer=c1_transfer(mode="overlap"))
+    with pytest.raises(ConfigurationError, match="supports checkmate"):
+        plan(c1_graph(), 9, formulation="moccasin", transfer=c1_transfer(mode="overlap"))
     with pytest.raises(ConfigurationError, match="bw="):
         transfer_model("bw=fast,flops=1e12")
     with pytest.raises(ConfigurationError, match="flops"):
         transfer_model("bw=25GB/s,flops=0")
+
+
+def test_a_formulation_given_an_overlap_transfer_model_pages_with_overlap() -> None:
+    transfer = c1_transfer(mode="overlap")
+    serial = plan(c1_graph(), 9, formulation="checkmate", backend="highs", transfer=c1_transfer(), time_limit=30)
+    result = plan(c1_graph(), 9, formulation="checkmate", backend="highs", transfer=transfer, time_limit=30)
+    assert result.outcome is not None and result.outcome.status.value == "optimal"
+    assert check(c1_graph(), 9, result.schedule, transfer).total_cost == pytest.approx(result.simulation.total_cost)
+    assert result.simulation.total_cost <= serial.simulation.total_cost  # copies beside compute cost no more
 
 
 def test_transfer_flag_takes_bytes_per_second_with_a_flop_rate() -> None:

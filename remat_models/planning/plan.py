@@ -13,6 +13,7 @@ from remat_models.core.limits import check_count, check_time_limit
 from remat_models.core.schedule import Schedule, input_order_peak, simulate
 from remat_models.core.transfer import TransferModel, transfer_of
 from remat_models.errors import ConfigurationError
+from remat_models.extensions.overlap_paging import OverlapPaging
 from remat_models.extensions.paging import Paging
 from remat_models.formulations import Extension
 from remat_models.heuristics.registry import HEURISTICS
@@ -120,7 +121,8 @@ def _with_transfer(
     if ref.is_solver:
         given = transfer_of(extensions)
         if given is None:
-            return options, [*extensions, Paging(transfer)]
+            paging = OverlapPaging if transfer.mode == "overlap" else Paging  # overlap: Checkmate only
+            return options, [*extensions, paging(transfer)]
         if given != transfer:
             raise ConfigurationError("transfer= differs from the transfer model of the paging extension given")
         return options, extensions
