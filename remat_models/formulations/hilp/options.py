@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from remat_models.backends.registry import names as backend_names
 from remat_models.core.limits import check_time_limit
 from remat_models.errors import ConfigurationError
 from remat_models.formulations.base import check_option_types, options_of
@@ -13,6 +14,7 @@ from remat_models.formulations.scaling import DEFAULT_PRECISION
 
 CORRECTIONS = ("top", "all", "off")
 PARTITION_KEYS = ("max_leaf", "max_top", "alpha")
+LEAF_FORMULATIONS = ("hilp", "checkmate", "moccasin", "monet")  # what may solve a leaf cluster's option grid
 
 
 @dataclass(frozen=True)
@@ -25,7 +27,9 @@ class HilpOptions:
     Defaults follow the spec's CPU profile (section 3.3): M^l = 12, M^t = 20, a 3 x 3 budget grid
     per distinct cluster, 30 s per option ILP. ``correction``: the corrected memory rows (10c) at
     the "top" level only (the paper), at "all" levels, or "off". ``integral_memory`` None follows
-    the backend (integers where it takes no continuous columns).
+    the backend (integers where it takes no continuous columns). ``leaf``: the formulation solving the option
+    grid of clusters without child clusters, "hilp" or "checkmate"/"moccasin"/"monet" (on its own backend, or
+    "NAME/BACKEND"); clusters with children are always H-ILP.
     """
 
     integral_memory: bool | None = None
@@ -45,6 +49,7 @@ class HilpOptions:
     level_time_limit: float = 30.0
     options_time_limit: float | None = None  # all option ILPs together (None: a share of the total limit)
     warm: bool = True  # hierarchical: a FastSA warm start when the given one does not fit
+    leaf: str = "hilp"  # the formulation ("NAME[/BACKEND]") solving leaf clusters' option grids (leaves.py)
 
     def validated(self) -> HilpOptions:
         """Self with a ``partition`` mapping folded into the fields, after range checks."""
@@ -71,6 +76,7 @@ class HilpOptions:
                 "hilp needs max_leaf >= 2, max_top >= 1, nb_peak >= 1, nb_save >= 1, max_options >= 1, "
                 "flat_max_nodes >= 0"
             )
+        leaf_spec(value.leaf)
         if not 0.0 < value.cost_precision < 1.0:
             raise ConfigurationError(f"hilp cost_precision must lie in (0, 1), got {value.cost_precision}")
         check_time_limit(value.level_time_limit, "hilp level_time_limit")
@@ -85,6 +91,18 @@ class HilpOptions:
     def of(cls, options: HilpOptions | Mapping[str, Any] | None) -> HilpOptions:
         """From an instance, a mapping of field names or None; unknown names are errors."""
         return options_of(cls, options, "hilp")
+
+
+def leaf_spec(spec: object) -> tuple[str, str | None]:
+    """(formulation, backend or None: the formulation's own) of a ``leaf`` option "NAME[/BACKEND]"."""
+    name, _, backend = spec.partition("/") if isinstance(spec, str) else (None, "", "")
+    bad_backend = bool(backend) and (name == "hilp" or backend.partition(":")[0] not in backend_names())
+    if name not in LEAF_FORMULATIONS or bad_backend:
+        raise ConfigurationError(
+            f"hilp leaf must be one of {', '.join(LEAF_FORMULATIONS)}, the others optionally /BACKEND "
+            f"({', '.join(backend_names())}), got {spec!r}"
+        )
+    return name, backend or None
 
 
 def option_names() -> list[str]:

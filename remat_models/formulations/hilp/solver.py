@@ -10,7 +10,8 @@ before its top level returns the warm start as "no schedule".
 
 For every distinct cluster (by canonical key, ``identical="exact"`` or ``"shape"``), children
 first: base options (autograd, recompute; no ILP), then H-ILP solves of the cluster's local graph
-over a grid of (peak, save) budgets, each decoded, split at the virtual loss and measured. The top
+over a grid of (peak, save) budgets (leaf clusters: the ``leaf`` formulation's solves, ``leaves.py``),
+each decoded, split at the virtual loss and measured. The top
 level is one H-ILP over the graph with the top clusters as layers. Its compute sequence is freed
 eagerly and re-simulated: the returned schedule's peak is the simulator's, never the model's.
 """
@@ -41,8 +42,9 @@ from remat_models.formulations.hilp.alternatives import (
     pareto,
 )
 from remat_models.formulations.hilp.backward import backward_sets
-from remat_models.formulations.hilp.graph import LayerSpec, Part, build_hgraph
+from remat_models.formulations.hilp.graph import HGraph, LayerSpec, Part, build_hgraph
 from remat_models.formulations.hilp.layers import pair_layers
+from remat_models.formulations.hilp.leaves import solve_leaf
 from remat_models.formulations.hilp.level import HILP_LEVEL, HilpModel
 from remat_models.formulations.hilp.local import LocalGraph, local_graph
 from remat_models.formulations.hilp.options import HilpOptions
@@ -105,6 +107,7 @@ class HierarchicalResult:
             "top_nodes": len(self.partition.top),
             "ilps": self.ilps,
             "ilp_time_s": float(sum(t for _, t, _ in self.ilp_times)),
+            "leaf_solves": sum(label.startswith("leaf@") for label, _, _ in self.ilp_times),
             "top_solve_time_s": self.top_solve_time,
             "top_status": self.top_status,
             "top_cost": self.top_cost,
@@ -232,34 +235,48 @@ class HierarchicalSolver:
         self.solved[key].options = pareto(lg, options)
 
     def _grid(self, cluster: Cluster, lg: LocalGraph, options: list[ClusterOption], seen: set) -> None:
-        """Options of ``lg`` from H-ILP solves over a grid of (peak, save) budgets, appended to ``options``."""
+        """Options of ``lg`` from solves over a grid of (peak, save) budgets, appended to ``options``.
+
+        H-ILP solves of the cluster's level, or for a leaf cluster with ``leaf`` other than "hilp" that formulation's.
+        """
         cluster_deadline = self._cluster_deadline()
         subs = [m for m in cluster.members if isinstance(m, Cluster)]
         index = {int(g): i for i, g in enumerate(lg.gid.tolist()) if g >= 0}
         for sub in subs:  # the children's layers refer to this local graph by its own ids
             self.key_of.setdefault(sub, self._local(sub).key(self.opts.identical))
-        layers = self._select(subs, index, budget=None)
-        hg = build_hgraph(lg.graph, layers, loss=lg.loss)
-        interface = int(lg.graph.mem[: lg.n_in].sum() + lg.graph.mem[lg.out_data].sum())
-        low = max(lg.graph.lower_bound, interface)
-        high = max(o.peak for o in options)
-        for peak in np.unique(np.linspace(low, high, self.opts.nb_peak).astype(np.int64)):
-            for save in np.unique(np.linspace(interface, peak, self.opts.nb_save).astype(np.int64))[::-1]:
+        by_level = bool(subs) or self.opts.leaf == "hilp"  # else a leaf cluster solved by the ``leaf`` formulation
+        hg = build_hgraph(lg.graph, self._select(subs, index, budget=None), loss=lg.loss) if by_level else None
+        for peak, saves in budget_grid(lg, options, self.opts.nb_peak, self.opts.nb_save):
+            for save in saves:
                 if cluster_deadline is not None and time.perf_counter() > cluster_deadline:  # never past the deadline
                     return
-                correct = "all" if self.opts.correction == "all" else "off"
-                opts = {"integral_memory": self.integral, "save": int(save), "correction": correct}
-                built = HILP_LEVEL.build_level(hg, int(peak), opts)
                 limit = self.opts.level_time_limit
                 if cluster_deadline is not None:
                     limit = max(MIN_ILP_SECONDS, min(limit, cluster_deadline - time.perf_counter()))
-                result = self._solve(built, limit, f"cluster@{lg.graph.name}")
-                if not result.has_solution:
+                point = (peak, save, limit)
+                sequence = self._leaf_point(lg, *point) if hg is None else self._level_point(hg, lg, *point)
+                if sequence is None:
                     break
-                fwd, bwd = _split(lg, built.sequence(result.values))
+                fwd, bwd = _split(lg, sequence)
                 if (fwd, bwd) not in seen and once_ok(lg, fwd, bwd):
                     seen.add((fwd, bwd))
                     options.append(measure(lg, list(fwd), list(bwd)))
+
+    def _level_point(self, hg: HGraph, lg: LocalGraph, peak: int, save: int, limit: float) -> list[int] | None:
+        """The local compute sequence of the H-ILP of ``hg`` at (peak, save), None without a solution."""
+        correct = "all" if self.opts.correction == "all" else "off"
+        opts = {"integral_memory": self.integral, "save": save, "correction": correct}
+        built = HILP_LEVEL.build_level(hg, peak, opts)
+        result = self._solve(built, limit, f"cluster@{lg.graph.name}")
+        return built.sequence(result.values) if result.has_solution else None
+
+    def _leaf_point(self, lg: LocalGraph, peak: int, save: int, limit: float) -> list[int] | None:
+        """The local compute sequence the ``leaf`` formulation finds at (peak, save), None without a schedule."""
+        started = time.perf_counter()
+        limits = replace(self.limits, time_limit=limit, log=False)
+        sequence, status = solve_leaf(lg, peak, save, self.opts.leaf, limits)
+        self.ilp_times.append((f"leaf@{lg.graph.name}", time.perf_counter() - started, status))
+        return sequence
 
     def _cluster_deadline(self) -> float | None:
         """When this cluster's option ILPs stop: an even share of the options time left over the clusters left.
@@ -453,6 +470,22 @@ class _Found(NamedTuple):
     model_peak: float
 
 
+def budget_grid(
+    lg: LocalGraph, options: list[ClusterOption], nb_peak: int, nb_save: int
+) -> list[tuple[int, list[int]]]:
+    """A cluster's budget grid: [(peak, saves from the largest)], in the order the grid is solved.
+
+    ``nb_peak`` peaks from max(lower bound, interface bytes) to the options' largest peak; per peak, ``nb_save``
+    saves from the peak down to the interface bytes.
+    """
+    interface = int(lg.graph.mem[: lg.n_in].sum() + lg.graph.mem[lg.out_data].sum())
+    low, high = max(lg.graph.lower_bound, interface), max(o.peak for o in options)
+    return [
+        (int(peak), np.unique(np.linspace(interface, peak, nb_save).astype(np.int64))[::-1].tolist())
+        for peak in np.unique(np.linspace(low, high, nb_peak).astype(np.int64))
+    ]
+
+
 def _split(lg: LocalGraph, sequence: list[int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """A local compute sequence split at the virtual loss, sources and ``l_C`` dropped."""
     cut = sequence.index(lg.loss)
@@ -472,4 +505,4 @@ def solve_hierarchical(
     return HierarchicalSolver(graph, budget, backend, options, limits).run()
 
 
-__all__ = ["HierarchicalResult", "HierarchicalSolver", "HierarchyOptions", "solve_hierarchical"]
+__all__ = ["HierarchicalResult", "HierarchicalSolver", "HierarchyOptions", "budget_grid", "solve_hierarchical"]

@@ -1,0 +1,54 @@
+"""Leaf clusters' option grids solved by another registered formulation (``leaf`` option; docs/hilp.md).
+
+A leaf cluster (no child clusters) has no layers, so its local level is a flat schedule of its local
+training graph: any formulation of a whole graph can solve it. The grid point (peak, save) becomes one
+:func:`~remat_models.formulations.solving.solve_model` call of the named formulation's own code on the
+local graph under the budget ``peak``. The save cap (memory held across the virtual loss ``l_C``) is
+expressed in the graph, so every formulation that counts workspace takes it unchanged: ``l_C`` gets the
+workspace ``peak - save``, and ``resident + workspace <= peak`` at its step is ``resident <= save``.
+MONeT splits a graph by node kind (forward positions, then stage nodes), so its copy labels the in-data
+sources and V forward, ``l_C`` loss, and the rest backward. Non-leaf clusters stay H-ILP.
+"""
+
+from __future__ import annotations
+
+from remat_models.backends import SolveLimits
+from remat_models.core.graph import Graph, NodeKind
+from remat_models.core.schedule import Compute
+from remat_models.formulations.hilp.local import LocalGraph
+from remat_models.formulations.hilp.options import leaf_spec
+from remat_models.formulations.solving import solve_model
+
+
+def leaf_graph(lg: LocalGraph, peak: int, save: int, formulation: str) -> Graph:
+    """``lg``'s graph with the save cap as ``l_C``'s workspace (``peak - save``); kinds by role for MONeT."""
+    g = lg.graph
+    workspace = g.workspace.copy()
+    workspace[lg.loss] = max(0, int(peak) - int(save))
+    kind = list(g.kind)
+    if formulation == "monet":
+        kind = [NodeKind.FORWARD] * lg.loss + [NodeKind.LOSS] + [NodeKind.BACKWARD] * (g.n - lg.loss - 1)
+    return Graph.from_arrays(
+        g.names,
+        g.cost,
+        g.mem,
+        g.edges,
+        workspace=workspace,
+        kind=kind,
+        recomputable=g.recomputable,
+        outputs=g.outputs,
+        order=g.order,
+        name=g.name,
+    )
+
+
+def solve_leaf(lg: LocalGraph, peak: int, save: int, spec: str, limits: SolveLimits) -> tuple[list[int] | None, str]:
+    """The local compute sequence the formulation ``spec`` ("NAME[/BACKEND]") finds at (peak, save), and its status.
+
+    The sequence is None without a schedule; the caller splits it at ``l_C`` and measures it on ``lg``.
+    """
+    formulation, backend = leaf_spec(spec)
+    outcome = solve_model(leaf_graph(lg, peak, save, formulation), int(peak), formulation, backend, limits=limits)
+    if outcome.schedule is None:
+        return None, outcome.status.value
+    return [step.node for step in outcome.schedule.steps if isinstance(step, Compute)], outcome.status.value
