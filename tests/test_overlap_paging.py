@@ -155,5 +155,3 @@ def test_options_names_and_errors() -> None:
         Paging(overlap(2.0))
     with pytest.raises(ConfigurationError, match="does not support 'moccasin'"):
         plan(c1_graph(), 9, formulation="moccasin", extensions=[OverlapPaging(overlap(2.0))])
-    with pytest.raises(ConfigurationError, match="paging-overlap"):  # plan(transfer=) adds the serial plug-in
-        plan(c1_graph(), 9, formulation="checkmate", transfer=c1_transfer(mode="overlap"))

@@ -41,7 +41,7 @@ import numpy as np
 from remat_models.core.schedule import TRANSFER_STEPS, Compute, Free, Offload, Prefetch, Schedule
 from remat_models.core.stages import stages_from_schedule
 from remat_models.errors import ConfigurationError, InvalidScheduleError
-from remat_models.extensions.paging import Paging
+from remat_models.extensions.paging import MAX_MODEL_UNITS, Paging
 from remat_models.formulations.checkmate import paging as serial
 from remat_models.formulations.checkmate.formulation import CHECKMATE, CheckmateModel
 from remat_models.formulations.rows import Rows, index_of
@@ -200,6 +200,11 @@ class _Clocks:
         self.total_in = float(self.stage_in.sum())
         # big-M of each switch: what the switched-off side can exceed the other by, + 1 against tolerances
         self.big = float(np.ceil(self.stage_cost.sum() + self.total_out + self.total_in) + 1.0)  # any clock
+        if not self.big <= MAX_MODEL_UNITS:
+            raise ConfigurationError(
+                f"{paging.name}: the clocks may reach {self.big:.3g} model cost units (all stages' computes and "
+                f"transfers, {paging.transfer!r}), past the 2^53 a model holds; fewer nodes or a coarser cost unit"
+            )
 
     def _duration(self, times: np.ndarray) -> np.ndarray:
         """Transfer times in cost units (rounded up to whole units for an integer backend)."""

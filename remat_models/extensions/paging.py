@@ -16,10 +16,15 @@ from typing import Any, ClassVar
 import numpy as np
 
 from remat_models.core.graph import Graph
+from remat_models.core.limits import check_count
 from remat_models.core.schedule import Schedule
 from remat_models.core.transfer import TransferModel
-from remat_models.errors import ConfigurationError
+from remat_models.errors import ConfigurationError, RematError
 from remat_models.formulations import formulation_names, get_formulation
+
+# the longest time, in cost units, a paging model may hold: past 2^53 doubles lose whole units (CP-SAT's
+# integer clocks and the big-M rows then overflow or round); a transfer that long is a unit mistake
+MAX_MODEL_UNITS = 2.0**53
 
 
 class Paging:
@@ -28,7 +33,7 @@ class Paging:
     ``Paging(TransferModel(...))``, or the transfer model's CLI keys directly: ``Paging(bw=2e9,
     latency=1e-5, host=2**36)`` (``out_bw``, ``in_bw``, ``out_latency``, ``in_latency``, ``host``; see
     ``TransferModel.from_options``), which is what ``--with paging:bw=2e9,host=64GiB`` calls.
-    ``nodes`` (names or indices, or one string ``"a;b"``; None: all) and ``min_bytes`` restrict which
+    ``nodes`` (names or indices, one index, or one string ``"a;b"``; None: all) and ``min_bytes`` restrict which
     values may be paged; graph outputs never are. ``Paging(..., nodes=[])`` leaves the optimum unchanged.
     ``fetches`` is the number of fetch intervals per paged node on Moccasin.
     """
@@ -61,12 +66,17 @@ class Paging:
             )
         if isinstance(nodes, str):
             nodes = [name for name in nodes.replace(";", " ").split() if name]
+        elif isinstance(nodes, int) and not isinstance(nodes, bool):
+            nodes = [nodes]
+        elif nodes is not None and not isinstance(nodes, Iterable):
+            raise ConfigurationError(f"{self.name} nodes must be node names or indices, got {nodes!r}")
         self.transfer = transfer
         self.nodes: tuple[int | str, ...] | None = None if nodes is None else tuple(nodes)
-        self.min_bytes = parse_size(min_bytes)
-        self.fetches = int(fetches)
-        if self.fetches < 0:
-            raise ConfigurationError(f"Paging fetches must be >= 0, got {fetches}")
+        try:
+            self.min_bytes = parse_size(min_bytes)
+        except RematError as error:
+            raise ConfigurationError(f"{self.name} min_bytes: {error}") from None
+        self.fetches = check_count(fetches, f"{self.name} fetches", minimum=0)
 
     def __repr__(self) -> str:
         fields = f"nodes={self.nodes!r}, min_bytes={self.min_bytes}, fetches={self.fetches}"
@@ -96,8 +106,19 @@ class Paging:
         return importlib.import_module(part)
 
     def apply(self, built: Any) -> None:
-        """Add the paging blocks, rows and objective terms to ``built``."""
-        self._part(built).apply(self, built)
+        """Add the paging blocks, rows and objective terms to ``built`` (one paging plug-in per model)."""
+        part = self._part(built)
+        pagings = sorted({cls.name for cls in (Paging, *Paging.__subclasses__())} & set(built.extensions))
+        if pagings:
+            raise ConfigurationError(f"one paging extension per model: {self.name} after {', '.join(pagings)}")
+        paged = built.graph.mem[self.paged_nodes(built.graph)].astype(np.float64)
+        longest = max(self.transfer.out_time(paged.max(initial=0)), self.transfer.in_time(paged.max(initial=0)))
+        if not longest / built.units.cost_unit <= MAX_MODEL_UNITS:
+            raise ConfigurationError(
+                f"{self.name}: a transfer takes {longest / built.units.cost_unit:.3g} model cost units "
+                f"({self.transfer!r}), past the 2^53 a model holds; is the bandwidth or latency in the graph's units?"
+            )
+        part.apply(self, built)
 
     def events(self, built: Any, values: Mapping[str, np.ndarray], sequence: list[Any]) -> list[Any]:
         """Insert the chosen Offload/Prefetch steps into the decoded compute sequence."""

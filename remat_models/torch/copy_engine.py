@@ -43,8 +43,8 @@ HOST = torch.device("cpu")
 class SyncCopies:
     """Copies on the current stream, in schedule order (the executor's CPU path)."""
 
-    def __init__(self, device: torch.device) -> None:
-        self.device = device
+    def __init__(self, device: torch.device | str) -> None:
+        self.device = as_device(device)
 
     def offload(self, v: int, value: Any) -> Any:
         """The host copy of ``value``."""
@@ -78,8 +78,9 @@ class StreamApi:
     pin: bool  # host buffers in pinned memory
 
     @classmethod
-    def cuda(cls, device: torch.device) -> StreamApi:
+    def cuda(cls, device: torch.device | str) -> StreamApi:
         """The current CUDA stream of ``device`` computes; copy streams are new; pinned host buffers."""
+        device = as_device(device)
         if device.type != "cuda" or not torch.cuda.is_available():
             raise ConfigurationError(f"copy streams need a CUDA device, got {device}")
         return cls(
@@ -94,9 +95,9 @@ class StreamApi:
 class StreamCopies:
     """Offloads on an out stream, prefetches on an in stream, ordered by events (see the module docstring)."""
 
-    def __init__(self, device: torch.device, api: StreamApi | None = None) -> None:
-        self.device = device
-        self.api = StreamApi.cuda(device) if api is None else api
+    def __init__(self, device: torch.device | str, api: StreamApi | None = None) -> None:
+        self.device = as_device(device)
+        self.api = StreamApi.cuda(self.device) if api is None else api
         self.compute = self.api.compute
         self.out_stream = self.api.new_stream()
         self.in_stream = self.api.new_stream()
@@ -185,6 +186,24 @@ def _bytes(storage: torch.UntypedStorage) -> torch.Tensor:
 
 
 CopyEngine = SyncCopies | StreamCopies
+
+
+def as_device(device: torch.device | str) -> torch.device:
+    """``device`` as a ``torch.device`` (a ConfigurationError naming it if it is none)."""
+    try:
+        return torch.device(device)
+    except (TypeError, RuntimeError):
+        raise ConfigurationError(f"a copy engine needs a torch device such as 'cuda:0', got {device!r}") from None
+
+
+def check_engine(copies: Any, device: torch.device) -> CopyEngine:
+    """``copies`` if it is a copy engine for ``device`` (the fixed tensors'), else a ConfigurationError."""
+    if not isinstance(copies, (SyncCopies, StreamCopies)):
+        raise ConfigurationError(f"copies must be a SyncCopies or StreamCopies instance, got {copies!r}")
+    engine = copies.device
+    if engine.type != device.type or (None not in (engine.index, device.index) and engine.index != device.index):
+        raise ConfigurationError(f"copies run on {engine}, but the fixed tensors are on {device}")
+    return copies
 
 
 def copy_engine_for(device: torch.device, transfer: TransferModel | None) -> CopyEngine:

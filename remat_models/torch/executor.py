@@ -24,8 +24,8 @@ from remat_models.core.schedule import (
     simulate,
 )
 from remat_models.core.transfer import TransferModel
-from remat_models.errors import InvalidScheduleError
-from remat_models.torch.copy_engine import CopyEngine, copy_engine_for
+from remat_models.errors import ConfigurationError, InvalidScheduleError
+from remat_models.torch.copy_engine import CopyEngine, check_engine, copy_engine_for
 from remat_models.torch.costs import time_op
 from remat_models.torch.host import host_bytes
 from remat_models.torch.mapping import Role, TorchGraph, size_model, tensors_of
@@ -131,6 +131,8 @@ class Executor:
         runs the transfers (``torch/copy_engine.py``); by default copy streams on CUDA when ``transfer`` is
         in ``overlap`` mode, else copies on the compute stream.
         """
+        if transfer is not None and not isinstance(transfer, TransferModel):
+            raise ConfigurationError(f"transfer must be a TransferModel or None, got {transfer!r}")
         self.check(schedule, transfer)
         tg = self.tg
         if len(fixed) != len(self.placeholders):
@@ -144,7 +146,7 @@ class Executor:
         host: dict[int, Any] = {}
         host_in_use = host_peak = 0
         timeline = np.full(len(schedule), -1, dtype=np.int64)
-        copies = copy_engine_for(device, transfer) if copies is None else copies
+        copies = copy_engine_for(device, transfer) if copies is None else check_engine(copies, device)
         with torch.no_grad():
             try:
                 for k, step in enumerate(schedule.steps):
