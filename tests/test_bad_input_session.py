@@ -84,6 +84,11 @@ def _refused(args: list[str], message: str, out: Path) -> None:
         (["-m", "auto", "-O", "hilp_nodes=1.5"], "auto option hilp_nodes=1.5: expected int"),
         (["-m", "auto", "-O", "hilp_node=3"], "-O hilp_node is not an option of auto"),
         (["-m", "auto", "--transfer", "bw=0,mode=overlap"], "out_bw must be a positive finite number, got 0"),
+        (["-m", "fastsa", "-O", "copies=abc"], "FastSA option copies='abc': expected int, got str"),
+        (["-m", "fastsa", "-O", "copies=1.5"], "FastSA option copies=1.5: expected int"),
+        (["-m", "fastsa", "-O", "copies=true"], "FastSA option copies=True: expected int, got bool"),
+        (["-m", "fastsa", "-O", "copies=100000000000"], "FastSA copies must be at most 65,536"),
+        (["-m", "fastsa", "-O", "p_fetch=nan"], "FastSA option p_fetch='nan': expected float"),
     ],
 )
 def test_solve_refuses(c1_file: Path, tmp_path: Path, args: list[str], message: str) -> None:

@@ -13,6 +13,7 @@ import numpy as np
 
 from remat_models.core.graph import Graph
 from remat_models.core.limits import check_count, check_time_limit
+from remat_models.core.option_types import check_option_types
 from remat_models.core.schedule import Schedule, SimulationResult, input_order_peak, simulate
 from remat_models.core.transfer import TransferModel
 from remat_models.errors import ConfigurationError
@@ -25,6 +26,8 @@ logger = logging.getLogger(__name__)
 Objective = Literal["product", "elu", "memory"]
 OBJECTIVES: dict[str, int] = {"product": ann.OBJ_PRODUCT, "elu": ann.OBJ_ELU, "memory": ann.OBJ_MEMORY}
 PAPER_ITERATIONS = (20_000_000, 2_000_000)
+MAX_COPIES = 1 << 16  # occurrences of one unit a user may ask for (each costs slots in every state)
+REAL_OPTIONS = ("max_expansion", "p_add", "p_remove", "initial_temperature", "final_ratio", "cost_epsilon", "reheat")
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,11 @@ class FastSAOptions:
             raise ConfigurationError("FastSA mutation shares p_add, p_remove must be >= 0 with a sum <= 1")
         if self.copies < 1 or self.spacing < 1 or self.chunk < 1 or self.restarts < 1:
             raise ConfigurationError("FastSA copies, spacing, chunk and restarts must be positive")
+        if self.copies > MAX_COPIES:
+            raise ConfigurationError(f"FastSA copies must be at most {MAX_COPIES:,}, got {self.copies:,}")
+        reals = {name: getattr(self, name) for name in REAL_OPTIONS}
+        if not all(math.isfinite(value) for value in reals.values()):
+            raise ConfigurationError(f"FastSA options {reals} must be finite numbers")
         if self.slots is not None and self.slots < 16:
             raise ConfigurationError(f"FastSA slots must be at least 16, got {self.slots}")
 
@@ -71,6 +79,7 @@ class FastSAOptions:
         unknown = sorted(set(options) - known)
         if unknown:
             raise ConfigurationError(f"unknown FastSA option(s) {unknown}; known: {sorted(known)}")
+        check_option_types(cls, options, "FastSA")
         return cls(**options)  # type: ignore[arg-type]
 
 
