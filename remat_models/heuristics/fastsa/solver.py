@@ -66,9 +66,9 @@ class FastSAOptions:
             raise ConfigurationError("FastSA copies, spacing, chunk and restarts must be positive")
         if self.copies > MAX_COPIES:
             raise ConfigurationError(f"FastSA copies must be at most {MAX_COPIES:,}, got {self.copies:,}")
-        reals = {name: getattr(self, name) for name in REAL_OPTIONS}
-        if not all(math.isfinite(value) for value in reals.values()):
-            raise ConfigurationError(f"FastSA options {reals} must be finite numbers")
+        infinite = {name: getattr(self, name) for name in REAL_OPTIONS if not math.isfinite(getattr(self, name))}
+        if infinite:
+            raise ConfigurationError(f"FastSA options must be finite numbers, got {infinite}")
         if self.slots is not None and self.slots < 16:
             raise ConfigurationError(f"FastSA slots must be at least 16, got {self.slots}")
 
