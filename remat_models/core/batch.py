@@ -168,19 +168,7 @@ class BatchScaling:
     def attach(self, graph: Graph) -> Graph:
         """A copy of ``graph`` that carries this scaling, so that ``graph.at_batch(B)`` works."""
         self._shape_graph(graph)
-        scaled = Graph.from_arrays(
-            graph.names,
-            graph.cost,
-            graph.mem,
-            graph.edges,
-            workspace=graph.workspace,
-            kind=graph.kind,
-            recomputable=graph.recomputable,
-            outputs=graph.outputs,
-            fixed_mem=graph.fixed_mem,
-            order=graph.order,
-            name=graph.name,
-        )
+        scaled = graph.replaced()
         scaled.batch_scaling = self
         return scaled
 

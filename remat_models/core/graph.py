@@ -8,7 +8,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -332,6 +332,27 @@ class Graph:
         """Return the graph with impl 0 everywhere and aux nodes dropped (itself when it has no implementations)."""
         return default_view(self)
 
+    def replaced(self, **changes: Any) -> Graph:
+        """A validated copy (same class) with some of :meth:`from_arrays`'s arguments changed; no batch scaling."""
+        arguments = {
+            "names": self.names,
+            "cost": self.cost,
+            "mem": self.mem,
+            "edges": self.edges,
+            "workspace": self.workspace,
+            "kind": self.kind,
+            "recomputable": self.recomputable,
+            "outputs": self.outputs,
+            "fixed_mem": self.fixed_mem,
+            "order": self.order,
+            "name": self.name,
+            "impls": self.impls,
+        }
+        unknown = sorted(set(changes) - set(arguments))
+        if unknown:
+            raise GraphError(f"unknown graph field(s) {unknown}; known: {sorted(arguments)}")
+        return type(self).from_arrays(**{**arguments, **changes})
+
     def with_recomputable(self, recomputable: Sequence[bool] | np.ndarray | Mapping[str | int, bool]) -> Graph:
         """A validated copy with other recomputable flags (``self`` when none changes).
 
@@ -350,20 +371,7 @@ class Graph:
             mask[:] = values
         if np.array_equal(mask, self.recomputable):
             return self
-        copy = type(self).from_arrays(
-            self.names,
-            self.cost,
-            self.mem,
-            self.edges,
-            workspace=self.workspace,
-            kind=self.kind,
-            recomputable=mask,
-            outputs=self.outputs,
-            fixed_mem=self.fixed_mem,
-            order=self.order,
-            name=self.name,
-            impls=self.impls,
-        )
+        copy = self.replaced(recomputable=mask)
         copy.batch_scaling = self.batch_scaling
         return copy
 

@@ -234,20 +234,7 @@ def with_impls(graph: Graph, impls: Mapping[NodeRef, Sequence[Impl]], aux: Seque
     for name in aux:
         a = _ref(graph, name, "aux")
         cost[a], workspace[a], kind[a] = 0.0, 0, "forward"
-    return type(graph).from_arrays(  # Graph without importing it: graph.py imports this module
-        graph.names,
-        cost,
-        graph.mem,
-        sorted(edges),
-        workspace=workspace,
-        kind=kind,
-        recomputable=graph.recomputable,
-        outputs=graph.outputs,
-        fixed_mem=graph.fixed_mem,
-        order=graph.order,
-        name=graph.name,
-        impls=resolved,
-    )
+    return graph.replaced(cost=cost, edges=sorted(edges), workspace=workspace, kind=kind, impls=resolved)
 
 
 def default_nodes(graph: Graph) -> np.ndarray:
