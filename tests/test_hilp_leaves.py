@@ -78,8 +78,8 @@ def test_leaf_solves_respect_peak_and_save_agree_with_each_other_and_with_the_hi
             for leaf in LEAVES:
                 sequence, status = solve_leaf(lg, peak, save, leaf, LIMITS)
                 assert status == "optimal", (leaf, save)
-                fwd, bwd = _split(lg, sequence)
-                assert once_ok(lg, fwd, bwd)
+                fwd, bwd, impl_fwd, impl_bwd = _split(lg, sequence)
+                assert once_ok(lg, fwd, bwd) and impl_fwd == impl_bwd == ()  # no implementation table: defaults
                 option = measure(lg, list(fwd), list(bwd))
                 assert option.peak <= peak
                 assert _held_at_loss(lg, list(fwd), list(bwd)) <= save
@@ -112,7 +112,7 @@ def test_checkmate_leaves_are_the_brute_force_optimum_of_each_grid_point() -> No
                 brute = exhaustive_optimum(leaf_graph(lg, peak, save, "checkmate"), peak, "staged")
                 assert (sequence is None) == (brute is None), (peak, save)
                 if sequence is not None:
-                    assert float(lg.graph.cost[sequence].sum()) == pytest.approx(brute.cost)
+                    assert float(lg.graph.cost[[v for v, _ in sequence]].sum()) == pytest.approx(brute.cost)
                     found += 1
     assert found >= 4
 

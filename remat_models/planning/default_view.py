@@ -7,8 +7,9 @@ chooser (MONeT's "Checkmate-O"). The result is re-simulated on the full graph.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
+from typing import Any
 
 from remat_models.core.graph import Graph
 from remat_models.core.schedule import input_order_peak, lift_schedule, simulate
@@ -17,9 +18,17 @@ from remat_models.heuristics.impl_greedy import greedy_impls
 from remat_models.planning.result import PlanResult, PlanStatus, over_budget_error
 
 
-def supports_impls(formulation: str | None) -> bool:
-    """Whether the formulation called ``formulation`` chooses implementations itself (heuristics do not)."""
-    return formulation is not None and bool(getattr(get_formulation(formulation), "supports_impls", False))
+def supports_impls(formulation: str | None, graph: Graph, options: Mapping[str, Any] | None = None) -> bool:
+    """Whether the formulation called ``formulation`` chooses ``graph``'s implementations itself (heuristics do not).
+
+    A formulation declares it with ``supports_impls``, or per graph and options with ``chooses_impls(graph, options)``.
+    """
+    if formulation is None:
+        return False
+    chosen = get_formulation(formulation)
+    if hasattr(chosen, "chooses_impls"):
+        return bool(chosen.chooses_impls(graph, options))
+    return bool(getattr(chosen, "supports_impls", False))
 
 
 def plan_default_view(

@@ -95,7 +95,7 @@ def plan(
         workers=workers,
         solver_options=solver_options,
     )
-    if graph.impl_table is not None and not (impls and supports_impls(ref.formulation)):
+    if graph.impl_table is not None and not (impls and supports_impls(ref.formulation, graph, options)):
         if isinstance(init, Schedule):
             log.warning("warm start dropped: a schedule of the full graph does not fit its default view")
             arguments["init"] = None

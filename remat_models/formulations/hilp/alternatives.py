@@ -12,6 +12,9 @@ translates to every identical cluster by index. Measured from the local run
 - ``profile_*``: the correction rows of section 1.4 (m_i, inputs already read for the last time,
   outputs not computed yet), dominated rows dropped;
 - ``dep``: interface values (sources or out-data) the backward part reads before recomputing them.
+
+On a graph with operator implementations every step of a part has an implementation (``impl_fwd``,
+``impl_bwd``; empty: the default everywhere), and the run measures its reads, in-place steps, workspace and cost.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from remat_models.core.graph import Graph
+from remat_models.core.impls import step_impl
 from remat_models.core.schedule import Compute, Schedule, eager_frees
 from remat_models.formulations.hilp.local import LocalGraph
 
@@ -42,6 +46,8 @@ class ClusterOption:
     profile_fwd: Profile = ()
     profile_bwd: Profile = ()
     origin: str = "grid"  # "base" (autograd, recompute), "warm" (induced by a warm start) or "grid" (an ILP's)
+    impl_fwd: tuple[int, ...] = ()  # implementation of each fwd step (empty: the default everywhere)
+    impl_bwd: tuple[int, ...] = ()
 
     @property
     def kept(self) -> bool:
@@ -72,7 +78,46 @@ def local_run(lg: LocalGraph, fwd: Sequence[int], bwd: Sequence[int]) -> list[in
     return [*range(lg.n_in), *fwd, lg.loss, *outgrads, *bwd]
 
 
-def _walk(lg: LocalGraph, seq: list[int], phases: list[str]) -> tuple[list[_Step], Schedule, int]:
+def with_impls(nodes: Sequence[int], impls: Sequence[int]) -> list[tuple[int, int]]:
+    """(node, implementation) steps of a part (``impls`` empty: the default everywhere)."""
+    return list(zip(nodes, impls or [0] * len(nodes), strict=True))
+
+
+def local_steps(
+    lg: LocalGraph, fwd: Sequence[int], bwd: Sequence[int], impl_fwd: Sequence[int] = (), impl_bwd: Sequence[int] = ()
+) -> list[tuple[int, int]]:
+    """:func:`local_run` as (node, implementation) steps: the parts' implementations, the default elsewhere."""
+    head = local_run(lg, (), ())
+    return [
+        *with_impls(head[: lg.n_in], ()),
+        *with_impls(fwd, impl_fwd),
+        *with_impls(head[lg.n_in :], ()),
+        *with_impls(bwd, impl_bwd),
+    ]
+
+
+def steps_cost(graph: Graph, nodes: Sequence[int], impls: Sequence[int] = ()) -> float:
+    """The summed cost of running ``nodes`` (ids of ``graph``) in order with ``impls`` (empty: the default ones).
+
+    A node run again costs its implementation's ``recompute_cost`` (as in the simulator).
+    """
+    table = graph.impl_table
+    if table is None:
+        return float(graph.cost[list(nodes)].sum()) if len(nodes) else 0.0
+    seen: set[int] = set()
+    total = 0.0
+    for v, i in with_impls(nodes, impls):
+        total += table.impls[v][i].step_cost(v in seen)
+        seen.add(v)
+    return total
+
+
+def inplace_ok(lg: LocalGraph, steps: Sequence[tuple[int, int]]) -> bool:
+    """Whether no step runs in place over an interface value of the cluster (the level above keeps those)."""
+    return not any(step in lg.interface_inplace for step in steps)
+
+
+def _walk(lg: LocalGraph, seq: list[tuple[int, int]], phases: list[str]) -> tuple[list[_Step], Schedule, int]:
     """Eager-free run of ``seq``: per compute step its phase and internal bytes; the schedule; the peak."""
     g: Graph = lg.graph
     schedule = eager_frees(g, seq)
@@ -89,13 +134,17 @@ def _walk(lg: LocalGraph, seq: list[int], phases: list[str]) -> tuple[list[_Step
             in_use -= mem[v]
             continue
         phase = phases[len(steps)]
-        reads = [u for u in g.preds(v).tolist() if resident.get(u)]  # interface copies read
+        s = step_impl(g, v, step.impl, len(steps))
+        reads = [u for u in s.reads if resident.get(u)]  # interface copies read
         flag = phase in ("pre", "og") or (phase == "fwd" and v in out_data) or (phase == "bwd" and v in in_grads)
-        during = in_use + mem[v] + ws[v]
+        allocated = 0 if s.inplace >= 0 else mem[v]
+        during = in_use + allocated + (ws[v] if s.impl is None else s.impl.workspace)
         peak = max(peak, during)
         steps.append(_Step(phase, v, during - interface - (mem[v] if flag else 0), reads))
+        if s.inplace >= 0:  # the input's buffer becomes v's
+            interface -= mem[s.inplace] if resident.pop(s.inplace) else 0
         resident[v] = flag
-        in_use += mem[v]
+        in_use += allocated
         interface += mem[v] if flag else 0
     return steps, schedule, peak
 
@@ -125,9 +174,16 @@ def _profile(lg: LocalGraph, steps: list[_Step], inputs: set[int], outputs: set[
     return tuple(sorted(kept))
 
 
-def measure(lg: LocalGraph, fwd: list[int], bwd: list[int], origin: str = "grid") -> ClusterOption:
-    """Measure the option (fwd, bwd) of ``lg`` (local indices) by one eager-free run."""
-    seq = local_run(lg, fwd, bwd)
+def measure(
+    lg: LocalGraph,
+    fwd: list[int],
+    bwd: list[int],
+    origin: str = "grid",
+    impl_fwd: tuple[int, ...] = (),
+    impl_bwd: tuple[int, ...] = (),
+) -> ClusterOption:
+    """Measure the option (fwd, bwd) of ``lg`` (local indices) run with ``impl_fwd``/``impl_bwd``: one eager run."""
+    seq = local_steps(lg, fwd, bwd, impl_fwd, impl_bwd)
     n_og = len(seq) - len(bwd) - lg.n_in - len(fwd) - 1
     phases = ["pre"] * lg.n_in + ["fwd"] * len(fwd) + ["loss"] + ["og"] * n_og + ["bwd"] * len(bwd)
     steps, schedule, peak = _walk(lg, seq, phases)
@@ -150,6 +206,8 @@ def measure(lg: LocalGraph, fwd: list[int], bwd: list[int], origin: str = "grid"
         profile_fwd=_profile(lg, fsteps, set(range(lg.n_in)), out_data, phantom),
         profile_bwd=_profile(lg, bsteps, dep, in_grads, 0),
         origin=origin,
+        impl_fwd=impl_fwd if any(impl_fwd) else (),
+        impl_bwd=impl_bwd if any(impl_bwd) else (),
     )
 
 
@@ -162,6 +220,7 @@ def _phantom(lg: LocalGraph, schedule: Schedule, loss_index: int, is_v: np.ndarr
             computes += 1
             if computes > loss_index:
                 break
+            resident.discard(step_impl(lg.graph, step.node, step.impl, computes).inplace)
             resident.add(step.node)
         else:
             resident.discard(step.node)
@@ -171,7 +230,7 @@ def _phantom(lg: LocalGraph, schedule: Schedule, loss_index: int, is_v: np.ndarr
 def fast_forward(lg: LocalGraph) -> FastForward:
     """The ff part: V in order, internal values freed as soon as V no longer reads them."""
     V = lg.forward.tolist()
-    seq = [*range(lg.n_in), *V, lg.loss]
+    seq = with_impls([*range(lg.n_in), *V, lg.loss], ())
     steps, _, _ = _walk(lg, seq, ["pre"] * lg.n_in + ["fwd"] * len(V) + ["loss"])
     fsteps = [s for s in steps if s.phase == "fwd"]
     profile = _profile(lg, fsteps, set(range(lg.n_in)), set(lg.out_data.tolist()), 0)
@@ -200,10 +259,10 @@ def pareto(lg: LocalGraph, options: list[ClusterOption]) -> list[ClusterOption]:
 
     One dominates another with no more cost, phantom, overheads, peak or depB values, and less of one of them.
     """
-    cost = lg.graph.cost
 
     def metrics(o: ClusterOption) -> tuple[float, ...]:
-        return (float(cost[list(o.fwd) + list(o.bwd)].sum()), o.phantom, o.m_fwd, o.m_bwd, o.peak)
+        cost = steps_cost(lg.graph, o.fwd, o.impl_fwd) + steps_cost(lg.graph, o.bwd, o.impl_bwd)
+        return (cost, o.phantom, o.m_fwd, o.m_bwd, o.peak)
 
     measured = [(o, metrics(o), set(o.dep)) for o in options]
 

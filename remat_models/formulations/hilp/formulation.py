@@ -2,23 +2,36 @@
 
 With ``partition`` off (or "auto", the default, on a graph of at most ``flat_max_nodes`` nodes) it is the flat
 model solved once; otherwise ``build`` defers and ``solve`` runs H-Partition, the cluster alternatives bottom-up,
-H-ILP at the top and the refinement, from the warm start (``init``).
+H-ILP at the top and the refinement, from the warm start (``init``). It chooses operator implementations itself
+(``chooses_impls``) only hierarchically with ``leaf=monet`` on a graph without aux values: MONeT's leaf solves pick
+each cluster's implementations; elsewhere ``plan`` gives it the default view.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
+from typing import Any
 
 from remat_models.backends import SolveLimits
+from remat_models.core.graph import Graph
 from remat_models.core.schedule import Schedule
 from remat_models.formulations.base import BuiltModel
 from remat_models.formulations.hilp.level import HilpDeferred, HilpLevel
+from remat_models.formulations.hilp.options import HilpOptions, leaf_spec
 from remat_models.formulations.hilp.solver import HierarchicalSolver
 from remat_models.formulations.outcome import SolveOutcome
 
 
 class Hilp(HilpLevel):
     """H-ILP: the flat model of a graph, or (``partition`` on, the default) the hierarchical HiREmate solve."""
+
+    def chooses_impls(self, graph: Graph, options: HilpOptions | Mapping[str, Any] | None = None) -> bool:
+        """Whether the solve of ``graph`` with ``options`` chooses its implementations (hierarchical, leaf=monet)."""
+        opts = self.options(options).validated()
+        table = graph.impl_table
+        no_aux = table is None or table.n_aux == 0
+        return leaf_spec(opts.leaf)[0] == "monet" and opts.hierarchical(graph.n) and no_aux
 
     def solve(self, built: BuiltModel, backend: str, limits: SolveLimits, init: Schedule | None = None) -> SolveOutcome:
         """The flat model's one solve, or the hierarchical solve (its top level within ``limits``)."""

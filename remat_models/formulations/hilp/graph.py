@@ -29,6 +29,7 @@ class Part:
     phantom: int  # bytes kept from F_j to B_j: +p on F_j's options, -p on B_j's, 0 elsewhere
     reads: tuple[int, ...] = ()  # option-specific data reads (nodes of G), besides the node's static reads
     profile: tuple[tuple[int, tuple[int, ...], tuple[int, ...]], ...] = ()  # (m_i, freed inputs, pending outputs)
+    impls: tuple[int, ...] = ()  # implementation of each step of ``seq`` (empty: the default everywhere)
 
 
 @dataclass(frozen=True)

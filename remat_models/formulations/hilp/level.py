@@ -32,6 +32,7 @@ from remat_models.core.stages import stages_from_schedule
 from remat_models.errors import ConfigurationError
 from remat_models.formulations.base import BuiltModel, FormulationBase
 from remat_models.formulations.checkmate.formulation import byte_gcd, memory_scale
+from remat_models.formulations.hilp.alternatives import with_impls
 from remat_models.formulations.hilp.graph import HGraph, build_hgraph
 from remat_models.formulations.hilp.options import HilpOptions
 from remat_models.formulations.rows import Rows, index_of
@@ -76,6 +77,11 @@ class HilpModel(BuiltModel):
         """The flattened compute sequence (nodes of the level graph) of a solution."""
         parts = [p for node_parts in self.hgraph.parts for p in node_parts]
         return [v for _, q in self.chosen(values) for v in parts[q].seq]
+
+    def steps(self, values: Mapping[str, np.ndarray]) -> list[tuple[int, int]]:
+        """:meth:`sequence` as (node, implementation) steps: each chosen option's implementations."""
+        parts = [p for node_parts in self.hgraph.parts for p in node_parts]
+        return [step for _, q in self.chosen(values) for step in with_impls(parts[q].seq, parts[q].impls)]
 
     def peak_bound(self, values: Mapping[str, np.ndarray]) -> float:
         """The model's memory bound in bytes: max over cells of U + m R."""

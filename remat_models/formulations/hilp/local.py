@@ -12,13 +12,14 @@ a cluster without W keeps ``l_C`` as its output.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Literal
 
 import numpy as np
 
 from remat_models.core.graph import Graph, NodeKind
+from remat_models.core.impls import Impl
 from remat_models.errors import GraphError
 
 Identical = Literal["exact", "shape"]
@@ -36,6 +37,7 @@ class LocalGraph:
     forward: np.ndarray  # local indices of V
     backward: np.ndarray  # local indices of W
     out_data: np.ndarray  # local indices (in V) read by l_C
+    interface_inplace: frozenset[tuple[int, int]] = frozenset()  # (node, impl) in place over an interface value
 
     @cached_property
     def local_of(self) -> dict[int, int]:
@@ -52,6 +54,10 @@ class LocalGraph:
         for part in parts:
             digest.update(np.ascontiguousarray(part).tobytes())
             digest.update(b"|")
+        table = g.impl_table
+        for v, impls in enumerate(table.impls if table is not None else ()):
+            shape = [(table.reads[v][i], table.inplace[v][i], impl.workspace) for i, impl in enumerate(impls)]
+            digest.update(repr((shape, [impl.cost for impl in impls] if identical == "exact" else ())).encode())
         digest.update(",".join(kind.value for kind in g.kind).encode())
         return digest.hexdigest()
 
@@ -116,7 +122,10 @@ def local_graph(graph: Graph, forward: np.ndarray, backward: np.ndarray) -> Loca
         outputs=outputs,
         order=np.arange(n_local),
         name=f"{graph.name}:cluster@{graph.names[V[0]]}",
+        impls=_local_impls(graph, gid, is_source, local, set(outputs)),
     )
+    interface = set(np.flatnonzero(is_source).tolist()) | set(local[out_data].tolist()) | set(outputs)
+    table = graph.impl_table
     return LocalGraph(
         graph=lg,
         gid=gid,
@@ -126,4 +135,37 @@ def local_graph(graph: Graph, forward: np.ndarray, backward: np.ndarray) -> Loca
         forward=np.arange(len(in_data), loss, dtype=np.int64),
         backward=np.arange(n_local - len(W), n_local, dtype=np.int64),
         out_data=local[np.array(out_data, dtype=np.int64)],
+        interface_inplace=frozenset(
+            (i, li)
+            for i, g in enumerate(ids if table is not None else ())
+            if g >= 0 and not is_source[i]
+            for li, target in enumerate(table.inplace[g])
+            if target >= 0 and int(local[target]) in interface
+        ),
     )
+
+
+def _local_impls(
+    graph: Graph, gid: np.ndarray, is_source: np.ndarray, local: np.ndarray, outputs: set[int]
+) -> dict[int, tuple[Impl, ...]] | None:
+    """The implementations of the cluster's own nodes in local ids (same indices as the global ones), or None.
+
+    An implementation in place over a local output (an in-grad) runs out of place here (a local graph's outputs
+    cannot be consumed); :func:`~remat_models.formulations.hilp.alternatives.inplace_ok` rejects options using it.
+    """
+    table = graph.impl_table
+    if table is None:
+        return None
+
+    def target(g: int, li: int) -> int | None:
+        t = table.inplace[g][li]
+        return None if t < 0 or int(local[t]) in outputs else int(local[t])
+
+    own = [(i, int(g)) for i, g in enumerate(gid.tolist()) if g >= 0 and not is_source[i]]
+    return {
+        i: tuple(
+            replace(impl, reads=tuple(int(local[u]) for u in table.reads[g][li]), inplace_of=target(g, li))
+            for li, impl in enumerate(table.impls[g])
+        )
+        for i, g in own
+    }

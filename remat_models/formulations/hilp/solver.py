@@ -30,16 +30,19 @@ import numpy as np
 from remat_models.backends import SolveLimits, SolveStatus, get_backend
 from remat_models.core.graph import Graph, NodeKind
 from remat_models.core.schedule import Schedule, SimulationResult, eager_frees, simulate
-from remat_models.errors import BudgetInfeasibleError
+from remat_models.errors import BudgetInfeasibleError, ConfigurationError
 from remat_models.formulations.hilp.alternatives import (
     ClusterOption,
     FastForward,
     Profile,
     base_options,
     fast_forward,
+    inplace_ok,
     measure,
     once_ok,
     pareto,
+    steps_cost,
+    with_impls,
 )
 from remat_models.formulations.hilp.backward import backward_sets
 from remat_models.formulations.hilp.graph import HGraph, LayerSpec, Part, build_hgraph
@@ -139,6 +142,10 @@ class HierarchicalSolver:
     ) -> None:
         self.graph, self.budget, self.backend = graph, int(budget), backend
         self.opts = HilpOptions.of(options)
+        if graph.impl_table is not None and graph.impl_table.n_aux:
+            raise ConfigurationError(
+                "hierarchical hilp takes operator implementations without aux values; plan() gives it the default view"
+            )
         self.limits = limits or SolveLimits()
         self.solver = get_backend(backend)
         self.integral = constructs.CONTINUOUS not in self.solver.native_constructs
@@ -177,21 +184,32 @@ class HierarchicalSolver:
         """The layer of ``cluster`` at a level whose nodes are ``level_index`` (global id -> level index)."""
         solved = self.solved[self.key_of[cluster]]
         gid = self._local(cluster).gid
-        cost = self.graph.cost
 
         def seq(local: tuple[int, ...]) -> tuple[int, ...]:
             return tuple(level_index[int(gid[i])] for i in local)
 
-        def total(local: tuple[int, ...]) -> float:
-            return float(cost[gid[list(local)]].sum()) if local else 0.0
+        def total(local: tuple[int, ...], impls: tuple[int, ...] = ()) -> float:
+            return steps_cost(self.graph, gid[list(local)].tolist(), impls)
 
         def profile(rows: Profile) -> Profile:
             return tuple((m, seq(freed), seq(pending)) for m, freed, pending in rows)
 
         picked = solved.options
-        fwd = tuple(Part(seq(o.fwd), total(o.fwd), o.m_fwd, o.phantom, (), profile(o.profile_fwd)) for o in picked)
+        fwd = tuple(
+            Part(seq(o.fwd), total(o.fwd, o.impl_fwd), o.m_fwd, o.phantom, (), profile(o.profile_fwd), o.impl_fwd)
+            for o in picked
+        )
         bwd = tuple(
-            Part(seq(o.bwd), total(o.bwd), o.m_bwd, -o.phantom, seq(o.dep), profile(o.profile_bwd)) for o in picked
+            Part(
+                seq(o.bwd),
+                total(o.bwd, o.impl_bwd),
+                o.m_bwd,
+                -o.phantom,
+                seq(o.dep),
+                profile(o.profile_bwd),
+                o.impl_bwd,
+            )
+            for o in picked
         )
         ff = Part(seq(solved.ff.seq), total(solved.ff.seq), solved.ff.m_fwd, 0, (), profile(solved.ff.profile))
         members = [*cluster.nodes, *self.backward[cluster].tolist()]
@@ -221,10 +239,10 @@ class HierarchicalSolver:
         if key in self.solved:
             return
         options = base_options(lg)
-        seen = {(o.fwd, o.bwd) for o in options}
+        seen = {(o.fwd, o.bwd, (), ()) for o in options}  # (fwd, bwd, their implementations)
         for fwd, bwd in self.warm.get(key, ()):
-            if (fwd, bwd) not in seen:
-                seen.add((fwd, bwd))
+            if (fwd, bwd, (), ()) not in seen:
+                seen.add((fwd, bwd, (), ()))
                 options.append(measure(lg, list(fwd), list(bwd), "warm"))
         self.solved[key] = _Solved(lg, options, fast_forward(lg))
         if lg.backward.size == 0:
@@ -257,21 +275,23 @@ class HierarchicalSolver:
                 sequence = self._leaf_point(lg, *point) if hg is None else self._level_point(hg, lg, *point)
                 if sequence is None:
                     break
-                fwd, bwd = _split(lg, sequence)
-                if (fwd, bwd) not in seen and once_ok(lg, fwd, bwd):
-                    seen.add((fwd, bwd))
-                    options.append(measure(lg, list(fwd), list(bwd)))
+                fwd, bwd, impl_fwd, impl_bwd = _split(lg, sequence)
+                if (fwd, bwd, impl_fwd, impl_bwd) not in seen and once_ok(lg, fwd, bwd) and inplace_ok(lg, sequence):
+                    seen.add((fwd, bwd, impl_fwd, impl_bwd))
+                    options.append(measure(lg, list(fwd), list(bwd), "grid", impl_fwd, impl_bwd))
 
-    def _level_point(self, hg: HGraph, lg: LocalGraph, peak: int, save: int, limit: float) -> list[int] | None:
-        """The local compute sequence of the H-ILP of ``hg`` at (peak, save), None without a solution."""
+    def _level_point(
+        self, hg: HGraph, lg: LocalGraph, peak: int, save: int, limit: float
+    ) -> list[tuple[int, int]] | None:
+        """The local (node, implementation) steps of the H-ILP of ``hg`` at (peak, save), None without a solution."""
         correct = "all" if self.opts.correction == "all" else "off"
         opts = {"integral_memory": self.integral, "save": save, "correction": correct}
         built = HILP_LEVEL.build_level(hg, peak, opts)
         result = self._solve(built, limit, f"cluster@{lg.graph.name}")
-        return built.sequence(result.values) if result.has_solution else None
+        return built.steps(result.values) if result.has_solution else None
 
-    def _leaf_point(self, lg: LocalGraph, peak: int, save: int, limit: float) -> list[int] | None:
-        """The local compute sequence the ``leaf`` formulation finds at (peak, save), None without a schedule."""
+    def _leaf_point(self, lg: LocalGraph, peak: int, save: int, limit: float) -> list[tuple[int, int]] | None:
+        """The local (node, implementation) steps the ``leaf`` formulation finds at (peak, save), None without any."""
         started = time.perf_counter()
         limits = replace(self.limits, time_limit=limit, log=False)
         sequence, status = solve_leaf(lg, peak, save, self.opts.leaf, limits)
@@ -397,7 +417,7 @@ class HierarchicalSolver:
         """The eagerly freed, simulated schedule of a top solve (None without a solution)."""
         if not result.has_solution:
             return None
-        schedule = eager_frees(self.graph, built.sequence(result.values))
+        schedule = eager_frees(self.graph, built.steps(result.values))
         return _Found(schedule, simulate(self.graph, schedule), built.peak_bound(result.values))
 
     def _result(
@@ -457,8 +477,9 @@ class HierarchicalSolver:
             if not backward.size or cluster not in self.key_of:  # no options: skipped past the deadline
                 continue
             gid = self._local(cluster).gid
-            parts = {tuple(int(gid[i]) for i in o.bwd) for o in self.solved[self.key_of[cluster]].options}
-            ordered = sorted(parts, key=lambda part: float(self.graph.cost[list(part)].sum()))
+            options = self.solved[self.key_of[cluster]].options
+            parts = {tuple((int(gid[i]), k) for i, k in with_impls(o.bwd, o.impl_bwd)) for o in options}
+            ordered = sorted(parts, key=lambda part: steps_cost(self.graph, *zip(*part, strict=True)) if part else 0.0)
             members = frozenset([*cluster.nodes, *backward.tolist()])
             moves.append(Move(members, frozenset(backward.tolist()), tuple(ordered)))
         return moves
@@ -486,12 +507,23 @@ def budget_grid(
     ]
 
 
-def _split(lg: LocalGraph, sequence: list[int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """A local compute sequence split at the virtual loss, sources and ``l_C`` dropped."""
-    cut = sequence.index(lg.loss)
+def _split(
+    lg: LocalGraph, steps: list[tuple[int, int]]
+) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    """Local (node, implementation) steps split at the virtual loss, sources and ``l_C`` dropped.
+
+    (fwd, bwd, fwd implementations, bwd implementations); an implementation tuple is empty when all are the default.
+    """
+    cut = next(k for k, (v, _) in enumerate(steps) if v == lg.loss)
     own = ~lg.is_source
     own[lg.loss] = False
-    return tuple(v for v in sequence[:cut] if own[v]), tuple(v for v in sequence[cut + 1 :] if own[v])
+    fwd = [(v, i) for v, i in steps[:cut] if own[v]]
+    bwd = [(v, i) for v, i in steps[cut + 1 :] if own[v]]
+
+    def impls(part: list[tuple[int, int]]) -> tuple[int, ...]:
+        return tuple(i for _, i in part) if any(i for _, i in part) else ()
+
+    return tuple(v for v, _ in fwd), tuple(v for v, _ in bwd), impls(fwd), impls(bwd)
 
 
 def solve_hierarchical(

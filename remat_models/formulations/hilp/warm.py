@@ -18,7 +18,8 @@ from typing import NamedTuple
 import numpy as np
 
 from remat_models.core.graph import Graph, NodeKind
-from remat_models.core.schedule import TRANSFER_STEPS, Compute, Schedule, SimulationResult, simulate
+from remat_models.core.impls import step_impl
+from remat_models.core.schedule import TRANSFER_STEPS, Compute, Schedule, SimulationResult, lift_schedule, simulate
 from remat_models.formulations.hilp.alternatives import local_run, once_ok
 from remat_models.formulations.hilp.local import LocalGraph
 from remat_models.heuristics.registry import run_heuristic
@@ -59,7 +60,10 @@ def fitting_starts(
         log.info("hilp warm start: no FastSA run (its setup would take more than its %.1f s)", seconds)
         return starts
     started = time.perf_counter()
-    schedule = run_heuristic("fastsa", graph, budget, seed=seed, time_limit=max(0.1, seconds))[0]
+    view = graph.default_view()  # with implementations: FastSA plans the default ones (edges: their reads only)
+    schedule = run_heuristic("fastsa", view, budget, seed=seed, time_limit=max(0.1, seconds))[0]
+    if view is not graph:
+        schedule = lift_schedule(graph, schedule)
     simulation = simulate(graph, schedule)
     log.info("hilp warm start: FastSA in %.1f s, peak %d of %d", time.perf_counter() - started, simulation.peak, budget)
     if simulation.fits(budget) and all(start.schedule.steps != schedule.steps for start in starts):
@@ -146,10 +150,13 @@ def _needed(lg: LocalGraph, after: list[int]) -> list[bool]:
 
 
 def _reads_ok(lg: LocalGraph, seq: list[int]) -> bool:
-    """Whether every node of ``seq`` reads only values computed earlier (eager frees keep them until read)."""
+    """Whether every node of ``seq`` reads only values computed earlier (eager frees keep them until read).
+
+    Reads are the default implementation's (induced options run the default ones).
+    """
     seen = np.zeros(lg.graph.n, dtype=bool)
-    for v in seq:
-        if not seen[lg.graph.preds(v)].all():
+    for k, v in enumerate(seq):
+        if not seen[list(step_impl(lg.graph, v, 0, k).reads)].all():
             return False
         seen[v] = True
     return True
