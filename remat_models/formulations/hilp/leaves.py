@@ -34,19 +34,8 @@ def leaf_graph(lg: LocalGraph, peak: int, save: int, formulation: str) -> Graph:
     kind = list(g.kind)
     if formulation == "monet":
         kind = [NodeKind.FORWARD] * lg.loss + [NodeKind.LOSS] + [NodeKind.BACKWARD] * (g.n - lg.loss - 1)
-    return Graph.from_arrays(
-        g.names,
-        g.cost,
-        g.mem,
-        g.edges,
-        workspace=workspace,
-        kind=kind,
-        recomputable=g.recomputable,
-        outputs=g.outputs,
-        order=g.order,
-        name=g.name,
-        impls=_impls(lg) if g.impl_table is not None and formulation == "monet" else None,
-    )
+    impls = _impls(lg) if g.impl_table is not None and formulation == "monet" else None
+    return g.replaced(workspace=workspace, kind=kind, impls=impls)
 
 
 def _impls(lg: LocalGraph) -> dict[int, tuple[Impl, ...]]:
