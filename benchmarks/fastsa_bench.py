@@ -4,16 +4,11 @@
     .venv/bin/python benchmarks/fastsa_bench.py attempts [--graphs llama transformer:800] [--runs 3]
     .venv/bin/python benchmarks/fastsa_bench.py table [--seeds 5] [--iterations 20000000,2000000]
         [--time-limit SECONDS | paper | paper*0.5] [--fill-time] [--restarts 1]
-    .venv/bin/python benchmarks/fastsa_bench.py limited [--cases llama:35 gpt2:40 vit:20 transformer:800:50]
-        [--time-limit 4] [--seeds 3]
 
 ``attempts`` times the annealing kernel alone (stage 2's: plain nodes from the input order, with and
 without fetch units of an NVLink-like link, at 25 % of the input-order peak) and the set-up of a
 ``fastsa`` run (grouping, stage 2's state allocated up front, stage 1's state), medians of ``--runs``
 in one process. A graph is a zoo model name (benchmarks/zoo) or ``transformer:L`` (the generator's).
-
-``limited`` runs ``fastsa(time_limit=...)`` per case (``GRAPH:PERCENT`` of the input-order peak) and seed,
-and prints each run's TDI, peak %, attempts per stage and wall time, then the median TDI and the runs fitting.
 
 The table prints, per graph and budget, the median over seeds of the cost increase (TDI %) and the peak
 as % of the input-order peak, with the seeds meeting the budget, next to the published FastSA row.
@@ -130,28 +125,6 @@ def attempts(specs: list[str], n_attempts: int, runs: int) -> None:
         print(f"{spec} set-up (median s): " + ", ".join(f"{k} {statistics.median(v):.3f}" for k, v in steps.items()))
 
 
-def limited(cases: list[str], time_limit: float, seeds: int) -> None:
-    """Median TDI over seeds of time-limited ``fastsa`` runs, with the runs that fit, per ``GRAPH:PERCENT`` case."""
-    warmup()
-    for case in cases:
-        spec, _, percent = case.rpartition(":")
-        graph = _graph(spec)
-        reference = input_order_peak(graph)
-        budget = reference * int(percent) // 100
-        tdis, fits = [], 0
-        for seed in range(seeds):
-            result = fastsa(graph, budget, seed=seed, time_limit=time_limit)
-            tdis.append(result.simulation.tdi)
-            fits += result.met_budget
-            print(
-                f"  {case} seed {seed}: TDI {result.simulation.tdi:.2f} %, peak {100 * result.peak / reference:.1f} %, "
-                f"fits {result.met_budget}, attempts {list(result.iterations)}, {result.wall_time:.2f} s",
-                flush=True,
-            )
-        median = statistics.median(tdis)
-        print(f"{case} ({graph.n} nodes) at {time_limit} s: median TDI {median:.2f} %, fit {fits}/{seeds}", flush=True)
-
-
 def _published() -> dict[tuple[str, int], dict[str, str]]:
     with open(SHARED / "reference" / "fastsa_table1.csv") as handle:
         rows = [row for row in csv.DictReader(handle) if row["method"] == "fastsa"]
@@ -235,10 +208,6 @@ def main(argv: list[str] | None = None) -> None:
     rate.add_argument("--graphs", nargs="+", default=["llama", "transformer:800"])
     rate.add_argument("--attempts", type=int, default=2_000_000)
     rate.add_argument("--runs", type=int, default=3)
-    lim = sub.add_parser("limited")
-    lim.add_argument("--cases", nargs="+", default=["llama:35", "gpt2:40", "vit:20", "transformer:800:50"])
-    lim.add_argument("--time-limit", type=float, default=4.0)
-    lim.add_argument("--seeds", type=int, default=3)
     tab = sub.add_parser("table")
     tab.add_argument("--seeds", type=int, default=5)
     tab.add_argument("--iterations", default="", help="N1,N2 (default the paper's 20000000,2000000)")
@@ -254,8 +223,6 @@ def main(argv: list[str] | None = None) -> None:
         throughput(args.attempts, args.graph, args.budget, args.spacing)
     elif args.mode == "attempts":
         attempts(args.graphs, args.attempts, args.runs)
-    elif args.mode == "limited":
-        limited(args.cases, args.time_limit, args.seeds)
     else:
         table(args)
 

@@ -214,24 +214,10 @@ class _Stage:
         self.par[ann.P_HF] = final
         self.par[ann.P_N] = total
 
-    def run(
-        self,
-        n_iter: int,
-        *,
-        deadline: float,
-        started: float = 0.0,
-        trajectory: list | None = None,
-        pace: bool = False,
-    ) -> None:
-        """Attempt up to n_iter mutations in chunks, stopping at the deadline or (stage 1) once the budget is met.
-
-        With ``pace``, the cooling schedule's N becomes, after each chunk, the attempts projected to fit before
-        the deadline at the stage's measured rate when that is fewer, so a run the deadline cuts still cools.
-        """
+    def run(self, n_iter: int, *, deadline: float, started: float = 0.0, trajectory: list | None = None) -> None:
+        """Attempt up to n_iter mutations in chunks, stopping at the deadline or (stage 1) once the budget is met."""
         if self.par[ann.P_N] == 0:
             self.set_temperatures(0.0, 0.0, n_iter)
-        total = self.par[ann.P_N]
-        mark = time.perf_counter()
         a = self.state.arrays
         while self.counters[ann.C_ITER] < n_iter:
             chunk = min(self.options.chunk, n_iter - int(self.counters[ann.C_ITER]))
@@ -250,8 +236,6 @@ class _Stage:
             self.chunk_seconds = now - chunk_started
             if self.met or now + self.chunk_seconds > deadline or self.stopped:  # another chunk would end past it
                 break
-            if pace and math.isfinite(deadline):
-                self.par[ann.P_N] = min(total, self._projected(mark, now, deadline))
         if self.best[ann.B_DIRTY] > 0:
             ann.snapshot(a.S, a.occ, a.tree, a.ints, a.floats, self.par, self.best, self.best_t, self.best_u)
 
@@ -267,11 +251,8 @@ class _Stage:
             now = time.perf_counter()
             if now + self.chunk_seconds > deadline or self.stopped:
                 break
-            self.par[ann.P_N] = max(n_min, self._projected(mark, now, deadline))
-
-    def _projected(self, mark: float, now: float, deadline: float) -> int:
-        """Attempts made by the deadline at the rate measured since ``mark`` (when this stage started)."""
-        return int(self.counters[ann.C_ITER] * (deadline - mark) / max(now - mark, 1e-9))
+            span = (deadline - mark) / max(now - mark, 1e-9)
+            self.par[ann.P_N] = max(n_min, int(self.counters[ann.C_ITER] * span))
 
     @property
     def stopped(self) -> bool:
@@ -383,7 +364,7 @@ def _stages(
     if one.best[ann.B_MET] == 0:
         share = n1 / (n1 + n2) if n1 + n2 else 1.0
         end_one = started + max(0.0, deadline - started - reserve) * share
-        one.run(n1, deadline=end_one, started=started, trajectory=trajectory, pace=True)
+        one.run(n1, deadline=end_one, started=started, trajectory=trajectory)
     else:
         one.run(0, deadline=started)
     report_one = one.report(time.perf_counter() - started)
@@ -399,7 +380,7 @@ def _stages(
     if opts.fill_time and math.isfinite(deadline):
         two.run_until(n2, deadline=end, started=started, trajectory=trajectory)
     else:
-        two.run(n2, deadline=end, started=started, trajectory=trajectory, pace=True)
+        two.run(n2, deadline=end, started=started, trajectory=trajectory)
     final = two.state
     final.reload(*two.best_slots())  # the same order, so the same pruning as a new state of it (T aside)
     pruned += final.prune(budget) if opts.prune else 0
@@ -438,11 +419,10 @@ def fastsa(
     evenly between restarts and within one in proportion N1 : N2, after a reserve for what follows stage 1 (stage
     2's state allocated up front and filled in place: 4x one fill, measured), stage 2 also getting what stage 1
     leaves (all of it with ``fill_time``) and ending 2x its own setup time before the deadline (the final reload
-    and pruning follow). Each stage 2 is bracketed by greedy pruning. With a time limit each stage's
-    cooling schedule ends by its deadline: its N shrinks to the attempts projected to fit there, when
-    fewer. Other keyword options: see :class:`FastSAOptions`. Deterministic for a seed unless the time
-    limit cuts in (or is projected to) or ``fill_time`` is on. Once ``stop`` is set (an interrupt) the
-    run ends within a chunk with the best state it has, as at its time limit.
+    and pruning follow). Each stage 2 is bracketed by greedy
+    pruning. Other keyword options: see :class:`FastSAOptions`. Deterministic for a seed unless the
+    time limit cuts in or ``fill_time`` is on. Once ``stop`` is set (an interrupt) the run ends
+    within a chunk with the best state it has, as at its time limit.
     """
     opts = FastSAOptions.from_kwargs(options)
     n1, n2 = PAPER_ITERATIONS if iterations is None else iterations
