@@ -1,0 +1,169 @@
+"""Lower bounds on cost and peak (planning/bounds.py): never above what any schedule reaches."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from checkmate_graphs import budgets, diamond, random_dag, tiny_unet
+
+from remat_models.core.budget import parse_budget
+from remat_models.core.graph import Graph
+from remat_models.core.schedule import input_order_peak, simulate
+from remat_models.core.transfer import TransferModel
+from remat_models.errors import BudgetInfeasibleError
+from remat_models.heuristics.exhaustive import exhaustive_optimum
+from remat_models.heuristics.registry import run_heuristic
+from remat_models.io import linear_chain, random_layered, read_graph, transformer, unet
+from remat_models.planning.bounds import cost_lower_bound, peak_lower_bound
+
+SHARED = Path("/work/shared/graphs")
+ZOO = Path(__file__).resolve().parents[1] / "benchmarks" / "zoo"
+EPS = 1e-9
+
+
+def _frozen(graph: Graph, every: int) -> Graph:
+    """The graph with every ``every``-th node not recomputable."""
+    mask = np.ones(graph.n, dtype=bool)
+    mask[::every] = False
+    return graph.with_recomputable(mask)
+
+
+def _brute_graphs() -> list[Graph]:
+    return [
+        linear_chain(2),
+        linear_chain(3),
+        linear_chain(4),
+        diamond(),
+        tiny_unet(),
+        random_layered(7, seed=1),
+        random_layered(8, seed=4),
+        random_dag(6, 3, workspace=True),
+        random_dag(7, 5, workspace=True, fixed=True),
+        random_dag(8, 11, fixed=True),
+        _frozen(linear_chain(3), 3),
+        _frozen(random_dag(7, 2, workspace=True), 4),
+    ]
+
+
+def _check(graph: Graph, budget: int, cost: float, peak: int) -> None:
+    """The bounds at ``budget`` are at most a schedule's ``cost`` and ``peak``."""
+    bound = cost_lower_bound(graph, budget)
+    assert bound.value <= cost * (1 + EPS) + EPS, (graph.name, budget, bound, cost)
+    assert peak_lower_bound(graph).value <= peak
+
+
+@pytest.mark.parametrize("graph", _brute_graphs(), ids=lambda g: g.name)
+def test_never_above_the_brute_force_optimum(graph: Graph) -> None:
+    high = input_order_peak(graph)
+    for budget in sorted({*budgets(graph, 6), graph.lower_bound, high}):
+        found = exhaustive_optimum(graph, budget)
+        if found is None:
+            with pytest.raises(BudgetInfeasibleError):  # either a bound proves it, or the bound is simply lower
+                cost_lower_bound(graph, budget)
+                if peak_lower_bound(graph).value <= budget:
+                    raise BudgetInfeasibleError("no proof", budget=budget, lower_bound=0)
+            continue
+        sim = simulate(graph, found.schedule)
+        assert sim.peak <= budget
+        _check(graph, budget, sim.total_cost, sim.peak)
+
+
+def test_the_cut_proves_recomputation_on_tiny_graphs() -> None:
+    """Not vacuous: on a chain at its least budget the bound is above every-node-once and equals the optimum."""
+    graph = linear_chain(3)
+    found = exhaustive_optimum(graph, graph.lower_bound)
+    assert found is not None
+    bound = cost_lower_bound(graph, graph.lower_bound)
+    assert bound.method in ("loss-cut", "cut") and bound.tdi > 0
+    assert bound.value <= found.cost + EPS
+    proved = [
+        cost_lower_bound(g, b).tdi > 0
+        for g in _brute_graphs()
+        for b in budgets(g, 6)
+        if exhaustive_optimum(g, b) is not None
+    ]
+    assert sum(proved) >= 5
+
+
+def test_non_recomputable_values_stay_resident_in_the_peak_bound() -> None:
+    graph = linear_chain(4)
+    frozen = graph.with_recomputable(np.array([kind.value != "forward" for kind in graph.kind]))
+    bound = peak_lower_bound(frozen)
+    assert bound.value > graph.lower_bound and bound.method == "cut"
+    assert bound.value == input_order_peak(frozen)  # nothing forward may be recomputed: checkpoint-all is optimal
+    found = exhaustive_optimum(frozen, bound.value)
+    assert found is not None and exhaustive_optimum(frozen, bound.value - 1) is None
+
+
+def _heuristic_schedules(graph: Graph, budget: int, fastsa_seconds: float = 0.0) -> list:
+    """Fitting schedules of chen-greedy, knapsack (and FastSA when given time), each simulated."""
+    found = []
+    for name in ("chen-greedy", "knapsack"):
+        schedule, _ = run_heuristic(name, graph, budget)
+        found.append(schedule)
+    if fastsa_seconds:
+        found.append(run_heuristic("fastsa", graph, budget, time_limit=fastsa_seconds)[0])
+    sims = [simulate(graph, schedule) for schedule in found]
+    return [sim for sim in sims if sim.peak <= budget]
+
+
+GENERATED = [
+    random_layered(60, seed=3),
+    unet(depth=2, width=1),
+    transformer(layers=2, seq=128, hidden=128, heads=4, vocab=512),
+    _frozen(random_layered(50, seed=8), 5),
+]
+
+
+@pytest.mark.parametrize("graph", GENERATED, ids=lambda g: g.name)
+def test_never_above_heuristic_schedules_on_generated_graphs(graph: Graph) -> None:
+    for fraction in ("90%", "60%", "40%"):
+        budget = parse_budget(fraction, graph)
+        if budget < peak_lower_bound(graph).value:
+            continue
+        for sim in _heuristic_schedules(graph, budget, fastsa_seconds=0.5):
+            _check(graph, budget, sim.total_cost, sim.peak)
+
+
+@pytest.mark.parametrize("name", ["vgg16_train", "cm1_fcn8_vgg_train", "rl_g1_n100", "cm2_resnet50_train"])
+def test_never_above_heuristic_schedules_on_shared_graphs(name: str) -> None:
+    path = SHARED / f"{name}.json"
+    if not path.exists():
+        pytest.skip(f"{path} is not here")
+    graph = read_graph(path)
+    for fraction in ("80%", "60%"):
+        budget = parse_budget(fraction, graph)
+        if budget < peak_lower_bound(graph).value:
+            continue
+        for sim in _heuristic_schedules(graph, budget, fastsa_seconds=0.5 if graph.n <= 100 else 0.0):
+            _check(graph, budget, sim.total_cost, sim.peak)
+
+
+@pytest.mark.parametrize("name", ["zoo_llama", "zoo_vit"])
+def test_zoo_transformers_at_a_quarter_prove_recomputation(name: str) -> None:
+    graph = read_graph(ZOO / f"{name}.json")
+    budget = parse_budget("25%", graph)
+    bound = cost_lower_bound(graph, budget, time_limit=5.0)
+    assert bound.tdi > 0 and bound.method in ("loss-cut", "cut")
+    for sim in _heuristic_schedules(graph, budget):
+        _check(graph, budget, sim.total_cost, sim.peak)
+
+
+def test_below_the_peak_bound_the_cost_bound_refuses() -> None:
+    graph = linear_chain(3).with_recomputable(np.zeros(7, dtype=bool))
+    peak = peak_lower_bound(graph)
+    with pytest.raises(BudgetInfeasibleError) as caught:
+        cost_lower_bound(graph, peak.value - 1)
+    assert caught.value.lower_bound == peak.value
+
+
+def test_graphs_with_transfers_and_implementations_get_safe_bounds() -> None:
+    graph = linear_chain(3)
+    serial = TransferModel(out_bw=1.0, in_bw=1.0)
+    plain = cost_lower_bound(graph, graph.lower_bound)
+    paged = cost_lower_bound(graph, graph.lower_bound, transfer=serial)
+    assert graph.total_cost <= paged.value <= plain.value
+    overlap = cost_lower_bound(graph, graph.lower_bound, transfer=TransferModel(out_bw=1.0, in_bw=1.0, mode="overlap"))
+    assert overlap.method == "trivial" and overlap.value == graph.total_cost
