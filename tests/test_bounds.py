@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -167,3 +169,21 @@ def test_graphs_with_transfers_and_implementations_get_safe_bounds() -> None:
     assert graph.total_cost <= paged.value <= plain.value
     overlap = cost_lower_bound(graph, graph.lower_bound, transfer=TransferModel(out_bw=1.0, in_bw=1.0, mode="overlap"))
     assert overlap.method == "trivial" and overlap.value == graph.total_cost
+
+
+def _remat(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "remat_models.cli.app", *map(str, args)], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_remat_bound_prints_both_bounds_and_refuses_bad_input() -> None:
+    graph = ZOO / "zoo_vit.json"
+    run = _remat("bound", graph, "--budget", "25%")
+    assert run.returncode == 0, run.stderr
+    assert "TDI" in run.stdout and "of input order" in run.stdout and "cut" in run.stdout
+    low = _remat("bound", graph, "--budget", "1%")
+    assert low.returncode == 1 and low.stderr.count("\n") == 1 and "peak lower bound" in low.stderr
+    for bad in (["--budget", "lots"], ["--budget", "50%", "--time-limit", "0"]):
+        run = _remat("bound", graph, *bad)
+        assert run.returncode != 0 and "Traceback" not in run.stderr

@@ -47,12 +47,13 @@ from remat_models.core.budget import check_budget, parse_budget
 from remat_models.core.graph import Graph
 from remat_models.core.schedule import input_order_peak, simulate
 from remat_models.core.transfer import TransferModel
-from remat_models.errors import BudgetExceededError, ConfigurationError, RematError
+from remat_models.errors import BudgetExceededError, BudgetInfeasibleError, ConfigurationError, RematError
 from remat_models.extensions.registry import make_extensions
 from remat_models.formulations import DEFAULT_FORMULATION, get_formulation
 from remat_models.io import GENERATORS, read_graph, read_schedule, write_graph, write_schedule
 from remat_models.io.atomic import check_output
 from remat_models.io.generators import MAX_NODES
+from remat_models.planning.bounds import cost_lower_bound, peak_lower_bound
 from remat_models.planning.methods import DEFAULT_METHOD, MethodRef, all_methods, resolve_method
 from remat_models.planning.plan import PlanResult, PlanStatus, methods, parse_method_name, plan
 
@@ -221,6 +222,32 @@ def _number(value: object) -> str:
     if isinstance(value, float):
         return f"{value:,.6g}" if math.isfinite(value) else "-"
     return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+@app.command("bound")
+def bound_command(
+    graph_path: GraphPath,
+    budget: BudgetOption,
+    time_limit: Annotated[float, typer.Option("--time-limit", help="Seconds for the cost bound's search.")] = 1.0,
+    transfer: TransferOption = None,
+) -> None:
+    """Lower bounds only: the least total cost (TDI) any schedule within the budget has, and the least peak."""
+    graph = read_graph(graph_path)
+    limit = _resolve_budget(graph, budget)
+    model = transfer_model(transfer)
+    peak = peak_lower_bound(graph, model, time_limit=time_limit)
+    table = Table(title=f"lower bounds on {graph_path.name}", show_header=False)
+    table.add_row("peak", f"{peak.value:,} B ({peak.fraction:.1%} of input order; {peak.method})")
+    if limit < peak.value:
+        console.print(table)
+        raise BudgetInfeasibleError(
+            f"budget {limit:,} B is below the peak lower bound {peak.value:,} B ({peak.method})",
+            budget=limit,
+            lower_bound=peak.value,
+        )
+    cost = cost_lower_bound(graph, limit, time_limit=time_limit, transfer=model)
+    table.add_row("total cost", f"{cost.value:,.6g} (TDI {cost.tdi:.2f} %; {cost.method})")
+    console.print(table)
 
 
 @app.command("solve")

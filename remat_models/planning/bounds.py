@@ -17,7 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from remat_models.core.budget import check_budget
 from remat_models.core.graph import Graph, NodeKind
+from remat_models.core.limits import check_time_limit
 from remat_models.core.schedule import Compute, input_order_peak, input_order_schedule, simulate, tdi
 from remat_models.core.transfer import TransferModel
 from remat_models.errors import BudgetInfeasibleError
@@ -60,10 +62,12 @@ def cost_lower_bound(
     the budget's room beside p's step stays resident, so the fractional knapsack over that room bounds
     what can be saved. Raises BudgetInfeasibleError when the cut proves that nothing fits ``budget``.
     """
+    check_budget(graph, budget)  # types, range and the step lower bound
+    time_limit = check_time_limit(time_limit) or 0.0
     if graph.impl_table is not None or (transfer is not None and transfer.mode != "serial"):
         return _trivial(graph)  # implementations change reads and costs; overlap hides transfer time
     scan = _PivotScan(graph, transfer)
-    deadline = time.perf_counter() + max(0.0, time_limit)
+    deadline = time.perf_counter() + time_limit
     best, pivot = 0.0, -1
     for p in scan.pivots():
         extra = scan.extra_cost(p, budget)
@@ -87,11 +91,12 @@ def peak_lower_bound(graph: Graph, transfer: TransferModel | None = None, time_l
     ancestor of p that a descendant of p reads or that is a graph output (it cannot be produced again;
     without a ``transfer`` model it cannot leave and come back either).
     """
+    time_limit = check_time_limit(time_limit) or 0.0
     reference = input_order_peak(graph)
     value, method = int(graph.lower_bound), "step"
     if graph.impl_table is None and graph.n <= MAX_CLOSURE_NODES:
         scan = _PivotScan(graph, transfer)
-        deadline = time.perf_counter() + max(0.0, time_limit)
+        deadline = time.perf_counter() + time_limit
         for p in scan.pivots():
             need = scan.step_need(p)
             if need > value:
