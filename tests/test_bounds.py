@@ -187,3 +187,32 @@ def test_remat_bound_prints_both_bounds_and_refuses_bad_input() -> None:
     for bad in (["--budget", "lots"], ["--budget", "50%", "--time-limit", "0"]):
         run = _remat("bound", graph, *bad)
         assert run.returncode != 0 and "Traceback" not in run.stderr
+
+
+def test_plans_carry_the_bounds_and_the_solver_bound_stays() -> None:
+    from remat_models.planning.plan import plan
+
+    graph = read_graph(ZOO / "zoo_vit.json")
+    budget = parse_budget("50%", graph)
+    result = plan(graph, budget, "knapsack", allow_over_budget=True)
+    details = result.metadata()
+    assert details["peak_lower_bound"] <= result.simulation.peak
+    if result.simulation.peak <= budget:
+        assert details["lower_bound"] <= result.simulation.total_cost * (1 + EPS)
+        assert 0 <= details["lower_bound_gap"] < 1 and details["lower_bound_method"] in ("cut", "loss-cut")
+    small = tiny_unet()
+    budget = small.lower_bound + 1
+    solved = plan(small, budget, "checkmate/highs", time_limit=20)
+    optimum = exhaustive_optimum(small, budget)
+    assert optimum is not None and solved.details["lower_bound"] <= optimum.cost + EPS
+    assert solved.details["bound"] == solved.outcome.bound  # the model's own bound is untouched
+
+
+def test_lower_bounds_share_one_scan_and_agree() -> None:
+    from remat_models.planning.bounds import lower_bounds
+
+    graph = random_layered(60, seed=3)
+    budget = max(parse_budget("40%", graph), peak_lower_bound(graph).value)
+    peak, cost = lower_bounds(graph, budget)
+    assert peak == peak_lower_bound(graph) and cost == cost_lower_bound(graph, budget)
+    assert lower_bounds(graph, peak.value - 1) == (peak, None)

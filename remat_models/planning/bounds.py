@@ -11,6 +11,7 @@ topological order or cap recomputations, so their proven bounds hold for the res
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from remat_models.core.schedule import Compute, input_order_peak, input_order_sc
 from remat_models.core.transfer import TransferModel
 from remat_models.errors import BudgetInfeasibleError
 
-__all__ = ["Bound", "PeakBound", "cost_lower_bound", "peak_lower_bound"]
+__all__ = ["Bound", "PeakBound", "cost_lower_bound", "lower_bounds", "peak_lower_bound"]
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +67,31 @@ def cost_lower_bound(
     time_limit = check_time_limit(time_limit) or 0.0
     if graph.impl_table is not None or (transfer is not None and transfer.mode != "serial"):
         return _trivial(graph)  # implementations change reads and costs; overlap hides transfer time
-    scan = _PivotScan(graph, transfer)
+    return _cost_bound(_PivotScan(graph, transfer), budget, time_limit)
+
+
+def lower_bounds(
+    graph: Graph, budget: int, time_limit: float = 1.0, transfer: TransferModel | None = None
+) -> tuple[PeakBound, Bound | None]:
+    """Both bounds with one scan (``time_limit`` each): the cost bound is None when the budget is proven too small."""
+    with contextlib.suppress(BudgetInfeasibleError):  # below graph.lower_bound, which the peak bound includes
+        check_budget(graph, budget)
+    time_limit = check_time_limit(time_limit) or 0.0
+    scan = _PivotScan(graph, transfer) if graph.impl_table is None else None
+    peak = _peak_bound(graph, scan, time_limit)
+    if peak.value > budget:
+        return peak, None
+    if scan is None or (transfer is not None and transfer.mode != "serial"):
+        return peak, _trivial(graph)
+    try:
+        return peak, _cost_bound(scan, budget, time_limit)
+    except BudgetInfeasibleError as error:
+        return PeakBound(error.lower_bound, error.lower_bound / input_order_peak(graph), "cut"), None
+
+
+def _cost_bound(scan: _PivotScan, budget: int, time_limit: float) -> Bound:
+    """The cut bound of :func:`cost_lower_bound` over ``scan``'s pivots for ``time_limit`` seconds."""
+    graph = scan.graph
     deadline = time.perf_counter() + time_limit
     best, pivot = 0.0, -1
     for p in scan.pivots():
@@ -92,10 +117,14 @@ def peak_lower_bound(graph: Graph, transfer: TransferModel | None = None, time_l
     without a ``transfer`` model it cannot leave and come back either).
     """
     time_limit = check_time_limit(time_limit) or 0.0
+    return _peak_bound(graph, _PivotScan(graph, transfer) if graph.impl_table is None else None, time_limit)
+
+
+def _peak_bound(graph: Graph, scan: _PivotScan | None, time_limit: float) -> PeakBound:
+    """The bound of :func:`peak_lower_bound` with ``scan``'s pivots (none: the step bound only)."""
     reference = input_order_peak(graph)
     value, method = int(graph.lower_bound), "step"
-    if graph.impl_table is None and graph.n <= MAX_CLOSURE_NODES:
-        scan = _PivotScan(graph, transfer)
+    if scan is not None:
         deadline = time.perf_counter() + time_limit
         for p in scan.pivots():
             need = scan.step_need(p)
@@ -136,11 +165,18 @@ class _PivotScan:
             self.anc = _closure(graph, graph.order, graph.pred_ptr, graph.pred_idx)
             self.desc = _closure(graph, graph.order[::-1], graph.succ_ptr, graph.succ_idx)
         self.src, self.dst = graph.edges[:, 0], graph.edges[:, 1]
+        self._pivots: list[int] | None = None
 
     def pivots(self) -> list[int]:
         """Every node, the loss nodes first, then by the input order's memory at their step (most first)."""
         if not self.ok:
             return []
+        if self._pivots is None:
+            self._pivots = self._ranked()
+        return self._pivots
+
+    def _ranked(self) -> list[int]:
+        """The pivots in the order of :meth:`pivots`."""
         graph = self.graph
         schedule = input_order_schedule(graph)
         timeline = simulate(graph, schedule).timeline

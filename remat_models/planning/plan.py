@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from remat_models.core.budget import check_budget
@@ -17,6 +18,8 @@ from remat_models.extensions.overlap_paging import OverlapPaging
 from remat_models.extensions.paging import Paging
 from remat_models.formulations import Extension
 from remat_models.heuristics.registry import HEURISTICS
+from remat_models.model.result import relative_gap
+from remat_models.planning.bounds import lower_bounds
 from remat_models.planning.default_view import plan_default_view, supports_impls
 from remat_models.planning.methods import (
     DEFAULT_METHOD,
@@ -43,6 +46,9 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+BOUND_NODES = 5_000  # plans of larger graphs carry no lower bounds (the bit matrices take ~0.2 s at 5k nodes)
+BOUND_SECONDS = 0.1  # search time for each bound in a plan's details
 
 
 def plan(
@@ -103,13 +109,43 @@ def plan(
         def plan_view(view: Graph) -> PlanResult:
             return plan(view, budget, ref, allow_over_budget=True, impls=False, transfer=transfer, **arguments)
 
-        return plan_default_view(graph, budget, plan_view, greedy=impls, allow_over_budget=allow_over_budget)
+        viewed = plan_default_view(graph, budget, plan_view, greedy=impls, allow_over_budget=allow_over_budget)
+        return _with_bounds(graph, budget, viewed, transfer)  # the view's bounds do not hold for the full graph
     started = time.perf_counter()
     run = run_method(ref, graph, budget, **arguments)
     result = _result(graph, budget, run, time.perf_counter() - started, extensions, transfer)
+    result = _with_bounds(graph, budget, result, transfer or transfer_of(extensions))
     if result.status is PlanStatus.OVER_BUDGET and not allow_over_budget:
         raise over_budget_error(result)
     return result
+
+
+def _with_bounds(graph: Graph, budget: int, result: PlanResult, transfer: TransferModel | None) -> PlanResult:
+    """``result`` with the cheap lower bounds of ``planning.bounds`` in its details (graphs up to BOUND_NODES).
+
+    ``lower_bound`` (total cost), ``lower_bound_tdi``, ``lower_bound_method``, ``lower_bound_gap`` (relative
+    to the plan's cost) and ``peak_lower_bound`` hold for every schedule of the graph; the solver's own
+    ``bound``/``gap`` stay as they were (they hold for its model, which may restrict the schedules).
+    """
+    if graph.n > BOUND_NODES:
+        return result
+    started = time.perf_counter()
+    peak, cost = lower_bounds(graph, budget, time_limit=BOUND_SECONDS, transfer=transfer)
+    details: dict[str, Any] = {"peak_lower_bound": peak.value}
+    if cost is not None:  # None: the cut proved that nothing fits the budget
+        sim = result.simulation
+        details |= {
+            "lower_bound": cost.value,
+            "lower_bound_tdi": cost.tdi,
+            "lower_bound_method": cost.method,
+            "lower_bound_gap": (
+                relative_gap(sim.total_cost, cost.value)
+                if sim is not None and result.status is PlanStatus.WITHIN_BUDGET
+                else None
+            ),
+        }
+    log.debug("lower bounds on %s in %.3f s: %s", graph.name, time.perf_counter() - started, details)
+    return replace(result, details={**result.details, **details})
 
 
 def _with_transfer(
