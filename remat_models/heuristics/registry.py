@@ -16,6 +16,7 @@ from remat_models.core.schedule import Schedule
 from remat_models.errors import ConfigurationError
 from remat_models.heuristics.baselines import BASELINES
 from remat_models.heuristics.fastsa.solver import FastSAOptions
+from remat_models.heuristics.least_peak import run_least_peak
 from remat_models.heuristics.saveset import saveset
 from remat_models.heuristics.three_way import ThreeWayOptions, run_three_way
 
@@ -77,6 +78,7 @@ HEURISTICS: dict[str, Heuristic] = {
         _fastsa, configurable=True, options=("iterations", *(f.name for f in fields(FastSAOptions))), stoppable=True
     ),
     "three-way": Heuristic(run_three_way, configurable=True, options=tuple(f.name for f in fields(ThreeWayOptions))),
+    "least-peak": Heuristic(run_least_peak, configurable=True, stoppable=True),  # a time limit, no options
 }
 
 

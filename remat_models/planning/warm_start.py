@@ -10,6 +10,8 @@ from typing import NamedTuple
 from remat_models.core.graph import Graph
 from remat_models.core.schedule import Schedule, SimulationResult, lift_schedule, simulate
 from remat_models.heuristics.baselines import BASELINES
+from remat_models.heuristics.least_peak import TIME_LIMIT as LEAST_PEAK_TIME_LIMIT
+from remat_models.heuristics.least_peak import least_peak_search
 from remat_models.heuristics.registry import run_heuristic
 
 log = logging.getLogger(__name__)
@@ -19,6 +21,7 @@ INIT_FASTSA_NODES = 500  # the default warm start adds a short FastSA run from t
 INIT_FASTSA_SHARE = 0.2
 INIT_SHARE = 0.3  # of the time limit the default warm start may take: no candidate after the first starts later
 INIT_FASTSA_MIN_SECONDS = 1.0  # less of the warm start's share left than this: no FastSA run
+INIT_LEAST_PEAK_MIN_SECONDS = 1.0  # the least-peak fallback gets at least this (or half the time limit, if less)
 
 
 class WarmStart(NamedTuple):
@@ -67,11 +70,18 @@ def auto_init(
     most 30 s). With a time limit the whole warm start keeps to ``INIT_SHARE`` of it: the candidates run
     cheapest first, the deadline checked before each (the first always runs), and FastSA gets at most what
     is left of the share (none if less than ``INIT_FASTSA_MIN_SECONDS``).
-    None when none fits: the solver then starts as it would without a warm start (Moccasin from the input
-    order, or its staged greedy on small graphs).
+    When no fast baseline fits, the least-peak search (:mod:`~remat_models.heuristics.least_peak`) runs first,
+    within what is left of the share (at least ``INIT_LEAST_PEAK_MIN_SECONDS``, or half the time limit if
+    that is less; ``LEAST_PEAK_TIME_LIMIT`` without a limit): it stops once within the budget, so every
+    budget above the peak it reaches gets a start. None when nothing fits: the solver then starts as it
+    would without a warm start (Moccasin from the input order, or its staged greedy on small graphs).
     """
     deadline = None if time_limit is None else time.perf_counter() + INIT_SHARE * time_limit
-    candidates = list(fast_baselines(graph, budget, deadline).values())
+    baselines = fast_baselines(graph, budget, deadline)
+    best = cheapest_fitting(graph, budget, list(baselines.values()))
+    candidates: list[Schedule] = []
+    if best is None and not (stop is not None and stop.is_set()):
+        candidates.append(_least_peak(graph, budget, baselines, time_limit, deadline, stop))
     if graph.n >= INIT_FASTSA_NODES and not (stop is not None and stop.is_set()):
         seconds = min(30.0, max(1.0, INIT_FASTSA_SHARE * (time_limit or DEFAULT_TIME_LIMIT)))
         if deadline is not None:
@@ -81,7 +91,27 @@ def auto_init(
             candidates.append(run_heuristic("fastsa", graph, budget, seed=seed, time_limit=seconds, stop=stop)[0])
         else:
             log.info("warm start: no FastSA run (%.1f s of its share left)", max(seconds, 0.0))
-    return cheapest_fitting(graph, budget, candidates)
+    found = cheapest_fitting(graph, budget, candidates)
+    if best is None or (found is not None and found.simulation.total_cost < best.simulation.total_cost):
+        return found
+    return best
+
+
+def _least_peak(
+    graph: Graph,
+    budget: int,
+    baselines: dict[str, Schedule],
+    time_limit: float | None,
+    deadline: float | None,
+    stop: threading.Event | None,
+) -> Schedule:
+    """The least-peak search's schedule at ``budget`` within the warm start's share (the baselines reused)."""
+    if deadline is None or time_limit is None:
+        seconds = LEAST_PEAK_TIME_LIMIT
+    else:
+        seconds = max(deadline - time.perf_counter(), min(INIT_LEAST_PEAK_MIN_SECONDS, 0.5 * time_limit))
+    log.info("warm start: no fast baseline fits; least-peak search for at most %.1f s", seconds)
+    return least_peak_search(graph, budget, time_limit=seconds, stop=stop, starts=baselines).schedule
 
 
 FAST_BASELINES = ("chen-greedy", "chen-sqrtn", "knapsack")  # the candidates, in this order on ties of cost

@@ -1,0 +1,366 @@
+"""Least-peak search: a schedule at (or near) the lowest peak reachable, found in seconds.
+
+Starts are the lowest-peak compute sequences of the fast baselines (Chen's greedy and sqrt(n), the
+saved-set knapsack, the save-set search, the input order). Each is improved by a greedy descent on
+(peak, number of compute steps at the peak): at the first peak step, every value resident there and
+not read by that step is a candidate to drop and recompute just before its next read after the peak
+(with eager frees the earlier instance then ends at its last read before the peak); a candidate is tried
+alone (its inputs' lifetimes stretched to the recomputation) and with the closure of its inputs that are
+no longer resident there recomputed too. The best candidate by (peak, steps at the peak, added cost) is
+taken while it improves; computations nobody reads are then removed. Sequences are scored by numba kernels
+in time linear in their length, exactly as :func:`~remat_models.core.schedule.simulate` scores them with
+eager frees.
+
+With a budget the search stops at the first sequence within it, removes the recomputations it can while
+staying within it (dearest first), and returns the cheapest fitting schedule it has seen, the baselines'
+own fitting schedules at that budget included. Every returned schedule is simulated.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numba import njit
+
+from remat_models.core.graph import Graph
+from remat_models.core.schedule import Schedule, lift_schedule, simulate
+from remat_models.heuristics import _sequence_kernels as kernels
+from remat_models.heuristics.baselines import greedy_baseline, knapsack_baseline, sqrtn_baseline
+from remat_models.heuristics.recompute import sequence_schedule
+from remat_models.heuristics.saveset import saveset
+
+log = logging.getLogger(__name__)
+
+TIME_LIMIT = 10.0  # seconds, when the caller gives none
+CANDIDATES = 64  # largest resident values tried per step of the descent
+CHEAPEN_SHARE = 0.2  # of the time left after the starts, kept for removing recomputations at the peak found
+
+Score = tuple[int, int, float]  # (peak, compute steps at the peak, total cost)
+
+
+# --- kernels ------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def _profile(
+    seq: np.ndarray, free_at: np.ndarray, mem: np.ndarray, workspace: np.ndarray, fixed: int
+) -> tuple[int, int, int]:
+    """(peak, steps at the peak, first peak position) of ``seq`` with the frees ``free_at``."""
+    size = seq.size
+    freed = np.zeros(size, np.int64)
+    for q in range(size):
+        if free_at[q] >= 0:
+            freed[free_at[q]] += mem[seq[q]]
+    in_use, peak, count, first = fixed, -1, 0, -1
+    for p in range(size):
+        v = seq[p]
+        during = in_use + mem[v] + workspace[v]
+        if during > peak:
+            peak, count, first = during, 1, p
+        elif during == peak:
+            count += 1
+        in_use += mem[v] - freed[p]
+    return peak, count, first
+
+
+@njit(cache=True)
+def _next_reads(seq: np.ndarray, after: int, pred_ptr: np.ndarray, pred_idx: np.ndarray, n: int) -> np.ndarray:
+    """Each node's first read at a position after ``after`` (``seq.size``: none)."""
+    first = np.full(n, seq.size, np.int64)
+    for r in range(seq.size - 1, after, -1):
+        v = seq[r]
+        for e in range(pred_ptr[v], pred_ptr[v + 1]):
+            first[pred_idx[e]] = r
+    return first
+
+
+@njit(cache=True)
+def _closure(
+    seq: np.ndarray,
+    free_at: np.ndarray,
+    at: int,
+    v: int,
+    pred_ptr: np.ndarray,
+    pred_idx: np.ndarray,
+    position: np.ndarray,
+    recomputable: np.ndarray,
+) -> np.ndarray:
+    """Node ``v`` and its recomputable ancestors not resident before position ``at`` (reached through such)."""
+    n = pred_ptr.size - 1
+    latest = np.full(n, -1, np.int64)
+    for q in range(at):
+        latest[seq[q]] = q
+    live = np.zeros(n, np.bool_)
+    for u in range(n):
+        q = latest[u]
+        live[u] = q >= 0 and (free_at[q] < 0 or free_at[q] >= at)
+    mark = np.zeros(n, np.bool_)
+    stack = np.empty(n, np.int64)
+    out = np.empty(n, np.int64)
+    mark[v] = True
+    stack[0] = v
+    top, count = 1, 0
+    while top:
+        top -= 1
+        u = stack[top]
+        out[count] = u
+        count += 1
+        for e in range(pred_ptr[u], pred_ptr[u + 1]):
+            w = pred_idx[e]
+            if not mark[w] and not live[w] and recomputable[w]:
+                mark[w] = True
+                stack[top] = w
+                top += 1
+    block = out[:count].copy()
+    return block[np.argsort(position[block], kind="mergesort")]
+
+
+@njit(cache=True)
+def _unread(seq: np.ndarray, free_at: np.ndarray, n: int) -> np.ndarray:
+    """Mask of the computations nobody reads that another computation of the same node can replace."""
+    size = seq.size
+    read = np.zeros(n, np.bool_)  # some computation of the node is read (or kept to the end)
+    for q in range(size):
+        if free_at[q] != q:
+            read[seq[q]] = True
+    drop = np.zeros(size, np.bool_)
+    kept = np.zeros(n, np.bool_)
+    for q in range(size):
+        v = seq[q]
+        if free_at[q] == q and (read[v] or kept[v]):
+            drop[q] = True
+        kept[v] = True
+    return drop
+
+
+# --- the search -----------------------------------------------------------------------------------
+
+
+class _Sequences:
+    """Scores compute sequences of one graph (no implementations) with eager frees."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self.is_output = np.zeros(graph.n, dtype=bool)
+        self.is_output[graph.outputs] = True
+        self.mem = graph.mem.astype(np.int64)
+        self.workspace = graph.workspace.astype(np.int64)
+        self.cost = graph.cost.astype(np.float64)
+        self.recomputable = graph.recomputable.astype(np.bool_)
+
+    def frees(self, seq: np.ndarray) -> np.ndarray:
+        """Where eager frees free each computation (-1: kept to the end)."""
+        return kernels.eager_free_positions(seq, self.graph.pred_ptr, self.graph.pred_idx, self.is_output)
+
+    def score(self, seq: np.ndarray, free_at: np.ndarray | None = None) -> tuple[Score, int]:
+        """((peak, steps at the peak, cost), first peak position)."""
+        free_at = self.frees(seq) if free_at is None else free_at
+        peak, count, first = _profile(seq, free_at, self.mem, self.workspace, self.graph.fixed_mem)
+        return (int(peak), int(count), float(self.cost[seq].sum())), int(first)
+
+    def prune(self, seq: np.ndarray) -> np.ndarray:
+        """Remove computations nobody reads (never raises the peak or the cost), until none is left."""
+        while True:
+            drop = _unread(seq, self.frees(seq), self.graph.n)
+            if not drop.any():
+                return seq
+            seq = seq[~drop]
+
+    def descend_step(self, seq: np.ndarray, score: Score, first: int) -> tuple[np.ndarray, Score, int] | None:
+        """The best improving recomputation at the first peak step, or None."""
+        graph = self.graph
+        free_at = self.frees(seq)
+        before = np.arange(first)
+        live = before[(free_at[:first] > first) | (free_at[:first] < 0)]
+        live = live[self.recomputable[seq[live]] & (self.mem[seq[live]] > 0)]
+        if not live.size:
+            return None
+        live = live[np.argsort(-self.mem[seq[live]], kind="stable")[:CANDIDATES]]
+        reads = _next_reads(seq, first, graph.pred_ptr, graph.pred_idx, graph.n)
+        best: tuple[tuple[int, int, float], np.ndarray, Score, int] | None = None
+        tried: set[tuple[int, bytes]] = set()
+        for q in live.tolist():
+            v = int(seq[q])
+            at = int(reads[v])
+            for block in (
+                np.array([v], dtype=np.int64),
+                _closure(seq, free_at, at, v, graph.pred_ptr, graph.pred_idx, graph.position, self.recomputable),
+            ):
+                key = (at, block.tobytes())
+                if key in tried:
+                    continue
+                tried.add(key)
+                trial = np.concatenate([seq[:at], block, seq[at:]])
+                trial_score, trial_first = self.score(trial)
+                if trial_score[:2] >= score[:2]:
+                    continue
+                rank = (trial_score[0], trial_score[1], trial_score[2])
+                if best is None or rank < best[0]:
+                    best = (rank, trial, trial_score, trial_first)
+        if best is None:
+            return None
+        return best[1], best[2], best[3]
+
+    def descend(
+        self, seq: np.ndarray, budget: int | None, deadline: float, stop: threading.Event | None
+    ) -> tuple[np.ndarray, Score]:
+        """Greedy descent from ``seq`` until the peak stops falling, fits ``budget``, or time is up."""
+        seq = self.prune(seq)
+        score, first = self.score(seq)
+        steps = 0
+        while (budget is None or score[0] > budget) and time.perf_counter() < deadline:
+            if stop is not None and stop.is_set():
+                break
+            found = self.descend_step(seq, score, first)
+            if found is None:
+                break
+            seq, score, first = found
+            steps += 1
+            if steps % 16 == 0:
+                seq = self.prune(seq)
+                score, first = self.score(seq)
+        seq = self.prune(seq)
+        score, _ = self.score(seq)
+        log.debug("least-peak descent: %d steps, peak %d", steps, score[0])
+        return seq, score
+
+    def cheapen(self, seq: np.ndarray, budget: int, deadline: float) -> tuple[np.ndarray, Score]:
+        """Remove recomputations, dearest first, where the sequence stays within ``budget``."""
+        score, _ = self.score(seq)
+        seen = np.zeros(self.graph.n, dtype=bool)
+        repeat = np.zeros(seq.size, dtype=bool)
+        for q, v in enumerate(seq.tolist()):
+            repeat[q] = seen[v]
+            seen[v] = True
+        positions = np.flatnonzero(repeat)
+        positions = positions[np.argsort(-self.cost[seq[positions]], kind="stable")]
+        removed = np.zeros(seq.size, dtype=bool)
+        for q in positions.tolist():
+            if time.perf_counter() >= deadline or self.cost[seq[q]] <= 0:
+                break
+            removed[q] = True
+            trial = seq[~removed]
+            trial_score, _ = self.score(trial)
+            if trial_score[0] <= budget:
+                score = trial_score
+            else:
+                removed[q] = False
+        return seq[~removed], score
+
+
+@dataclass(frozen=True)
+class LeastPeakResult:
+    """The schedule found, its simulated peak and cost, where it came from and how long it took."""
+
+    schedule: Schedule
+    peak: int
+    cost: float
+    start: str
+    wall_time: float
+
+
+STARTS: dict[str, Callable[[Graph, int], Schedule]] = {
+    "chen-greedy": greedy_baseline,
+    "chen-sqrtn": sqrtn_baseline,
+    "knapsack": knapsack_baseline,
+    "saveset": saveset,
+}
+
+
+def least_peak_search(
+    graph: Graph,
+    budget: int | None = None,
+    *,
+    time_limit: float | None = TIME_LIMIT,
+    seed: int = 0,
+    stop: threading.Event | None = None,
+    starts: Mapping[str, Schedule] | None = None,
+) -> LeastPeakResult:
+    """The least-peak schedule found within ``time_limit`` seconds (see the module docstring).
+
+    ``budget``: stop lowering the peak once within it and return the cheapest fitting schedule found.
+    ``seed`` is accepted for the registry's interface; the search is deterministic (apart from the time
+    limit cutting it short). ``stop`` (an interrupt) ends it with its best so far. ``starts``: schedules
+    the caller already has at ``budget`` (by name; a baseline of :data:`STARTS` given here is not rerun).
+    """
+    del seed  # deterministic
+    started = time.perf_counter()
+    if graph.impl_table is not None:
+        found = least_peak_search(graph.default_view(), budget, time_limit=time_limit, stop=stop)
+        schedule = lift_schedule(graph, found.schedule)
+        result = simulate(graph, schedule)
+        return LeastPeakResult(schedule, result.peak, result.total_cost, found.start, time.perf_counter() - started)
+    deadline = started + (TIME_LIMIT if time_limit is None else time_limit)
+    target = -1 if budget is None else budget
+    sequences = _Sequences(graph)
+    given = {name: schedule.compute_sequence() for name, schedule in (starts or {}).items()}
+    for name, baseline in STARTS.items():
+        if name not in given and not (given and time.perf_counter() >= deadline):
+            given[name] = baseline(graph, max(target, 0)).compute_sequence()
+    found: list[tuple[Score, str, np.ndarray]] = [
+        (sequences.score(graph.order)[0], "input-order", graph.order.astype(np.int64))
+    ]
+    for name, compute in given.items():
+        seq = np.asarray(compute, dtype=np.int64)
+        found.append((sequences.score(seq)[0], name, seq))
+    fitting = [(s[2], s[1], s[0]) for s in found if s[0][0] <= target]
+    best_fit = min(fitting, key=lambda item: (item[2][2], item[2][0]), default=None)
+    best = min(found, key=lambda item: item[0])
+    if best_fit is None:
+        ranked = sorted(found, key=lambda item: item[0])
+        descents_end = deadline - CHEAPEN_SHARE * (deadline - time.perf_counter())
+        for k, (_, name, seq) in enumerate(ranked):
+            if time.perf_counter() >= descents_end or (stop is not None and stop.is_set()):
+                break
+            share = (descents_end - time.perf_counter()) / (len(ranked) - k)
+            seq, score = sequences.descend(seq, budget, time.perf_counter() + share, stop)
+            log.debug("least-peak from %s: peak %d", name, score[0])
+            if score < best[0]:
+                best = (score, name, seq)
+            if score[0] <= target:
+                best_fit = (seq, name, score)
+                break
+    score, name, seq = best if best_fit is None else (best_fit[2], best_fit[1], best_fit[0])
+    if score[2] > graph.total_cost and not (stop is not None and stop.is_set()):
+        seq, score = sequences.cheapen(seq, score[0] if best_fit is None else target, deadline)
+    schedule = sequence_schedule(graph, seq)
+    result = simulate(graph, schedule)
+    wall = time.perf_counter() - started
+    log.info(
+        "least-peak on %s: peak %d%s, TDI %.2f%%, from %s, %.2f s",
+        graph.name, result.peak, "" if budget is None else f" (budget {budget})", result.tdi, name, wall,
+    )  # fmt: skip
+    return LeastPeakResult(schedule, result.peak, result.total_cost, name, wall)
+
+
+def least_peak(
+    graph: Graph,
+    budget: int | None = None,
+    *,
+    time_limit: float | None = TIME_LIMIT,
+    seed: int = 0,
+    stop: threading.Event | None = None,
+) -> Schedule:
+    """The least-peak schedule found fast; with ``budget``, the cheapest found within it once one fits."""
+    return least_peak_search(graph, budget, time_limit=time_limit, seed=seed, stop=stop).schedule
+
+
+def run_least_peak(
+    graph: Graph,
+    budget: int,
+    *,
+    seed: int = 0,
+    time_limit: float | None = None,
+    options: Mapping[str, Any] | None = None,
+    stop: threading.Event | None = None,
+) -> tuple[Schedule, dict[str, Any]]:
+    """Registry runner of ``least-peak``: the schedule and JSON-ready details (takes no options)."""
+    del options
+    found = least_peak_search(graph, budget, time_limit=time_limit, seed=seed, stop=stop)
+    return found.schedule, {"start": found.start, "peak": found.peak, "search_time_s": found.wall_time}

@@ -1,0 +1,103 @@
+"""The least-peak search: never above a baseline's least peak, never below the brute force's, always simulated."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from checkmate_graphs import random_dag, tiny_graphs, tiny_unet
+
+from remat_models.core.graph import Graph
+from remat_models.core.schedule import input_order_schedule, simulate
+from remat_models.heuristics.baselines import BASELINES
+from remat_models.heuristics.exhaustive import exhaustive_optimum
+from remat_models.heuristics.least_peak import least_peak, least_peak_search
+from remat_models.heuristics.registry import run_heuristic
+from remat_models.heuristics.saveset import saveset
+from remat_models.io import linear_chain, random_layered, read_graph, transformer, unet
+from remat_models.planning.warm_start import initial_schedule
+
+ZOO = Path(__file__).resolve().parents[1] / "benchmarks" / "zoo"
+RIVALS = {
+    "checkpoint-all": BASELINES["checkpoint-all"],
+    "chen-greedy": BASELINES["chen-greedy"],
+    "chen-sqrtn": BASELINES["chen-sqrtn"],
+    "knapsack": BASELINES["knapsack"],
+    "saveset": saveset,
+}
+
+
+def generated() -> list[Graph]:
+    """Generated graphs of a few dozen to a few hundred nodes."""
+    return [linear_chain(30), random_layered(60, seed=2), unet(3), transformer(2)]
+
+
+def exact_least_peak(graph: Graph) -> int:
+    """The least peak of any schedule (brute force, bisection on the budget)."""
+    low, high = graph.lower_bound - 1, simulate(graph, input_order_schedule(graph)).peak
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if exhaustive_optimum(graph, middle) is not None else (middle, high)
+    return high
+
+
+@pytest.mark.parametrize("graph", generated(), ids=lambda g: g.name)
+def test_no_baseline_reaches_a_lower_peak(graph: Graph) -> None:
+    found = least_peak_search(graph, time_limit=3)
+    result = simulate(graph, found.schedule)
+    assert (result.peak, result.total_cost) == (found.peak, pytest.approx(found.cost))
+    assert found.peak >= graph.lower_bound
+    for name, rival in RIVALS.items():
+        assert found.peak <= simulate(graph, rival(graph, 0)).peak, name
+
+
+def test_zoo_graph_below_every_baseline() -> None:
+    graph = read_graph(ZOO / "zoo_bert.json")
+    found = least_peak_search(graph, time_limit=5)
+    assert simulate(graph, found.schedule).peak == found.peak
+    assert found.peak <= min(simulate(graph, rival(graph, 0)).peak for rival in RIVALS.values())
+
+
+TINY = [*tiny_graphs(), tiny_unet(), *(random_dag(8, seed, workspace=True) for seed in (0, 1, 3))]
+
+
+@pytest.mark.parametrize("graph", TINY, ids=lambda g: g.name)
+def test_matches_the_brute_force_on_tiny_graphs(graph: Graph) -> None:
+    found = least_peak_search(graph, time_limit=2)
+    assert simulate(graph, found.schedule).peak == found.peak == exact_least_peak(graph)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_never_below_the_brute_force(seed: int) -> None:
+    graph = random_dag(8, seed, workspace=True, fixed=True)
+    assert least_peak_search(graph, time_limit=2).peak >= exact_least_peak(graph)
+
+
+@pytest.mark.parametrize("graph", [unet(3), random_layered(60, seed=2)], ids=lambda g: g.name)
+def test_fits_every_budget_it_claims(graph: Graph) -> None:
+    least = least_peak_search(graph, time_limit=3).peak
+    top = simulate(graph, input_order_schedule(graph)).peak
+    for budget in (0, least - 1, least, (least + top) // 2, top):
+        schedule = least_peak(graph, budget, time_limit=3)
+        result = simulate(graph, schedule)
+        if budget >= least:
+            assert result.peak <= budget
+        else:
+            assert result.peak > budget  # nothing fits below the least peak it finds
+    assert simulate(graph, least_peak(graph, top, time_limit=3)).total_cost == pytest.approx(graph.total_cost)
+
+
+def test_budget_just_above_the_least_peak_gets_a_warm_start() -> None:
+    graph = read_graph(ZOO / "zoo_vit.json")
+    least = least_peak_search(graph, time_limit=5).peak
+    budget = least + 1
+    assert all(simulate(graph, BASELINES[name](graph, budget)).peak > budget for name in ("chen-greedy", "knapsack"))
+    start = initial_schedule(graph, budget, "auto", time_limit=10)
+    assert start is not None and start.simulation is not None
+    assert simulate(graph, start.schedule).peak == start.simulation.peak <= budget
+
+
+def test_registered_as_a_heuristic() -> None:
+    graph = unet(3)
+    schedule, details = run_heuristic("least-peak", graph, 0, time_limit=2)
+    assert simulate(graph, schedule).peak == details["peak"]
