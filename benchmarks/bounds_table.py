@@ -1,0 +1,86 @@
+"""Lower bounds (planning/bounds.py) on every zoo graph at 50 % and 25 %, beside the fast baselines' plans.
+
+Usage: python benchmarks/bounds_table.py [--time-limit 5] [--fastsa 0] [--graphs benchmarks/zoo/*.json]
+
+Prints a markdown table: the cost bound (TDI %) and its method, the best plan of chen-greedy and knapsack
+(and FastSA given seconds) within the budget and its gap to the bound; then the peak bound against the
+least peak those baselines reach when asked for the peak bound itself. Every schedule is simulated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from remat_models.core.budget import parse_budget
+from remat_models.core.graph import Graph
+from remat_models.core.schedule import SimulationResult, input_order_peak, simulate
+from remat_models.heuristics.registry import run_heuristic
+from remat_models.io import read_graph
+from remat_models.planning.bounds import lower_bounds, peak_lower_bound
+
+ROOT = Path(__file__).resolve().parents[1]
+FRACTIONS = ("50%", "25%")
+
+
+def _plans(graph: Graph, budget: int, fastsa: float) -> list[tuple[str, SimulationResult]]:
+    """(method, simulation) of each baseline at ``budget``."""
+    found = []
+    for name in ("chen-greedy", "knapsack", *(("fastsa",) if fastsa else ())):
+        schedule, _ = run_heuristic(name, graph, budget, **({"time_limit": fastsa} if name == "fastsa" else {}))
+        found.append((name, simulate(graph, schedule)))
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--time-limit", type=float, default=5.0, help="seconds for each bound")
+    parser.add_argument("--fastsa", type=float, default=0.0, help="FastSA seconds per budget (0: not run)")
+    parser.add_argument("--graphs", nargs="*", type=Path, default=sorted((ROOT / "benchmarks" / "zoo").glob("*.json")))
+    args = parser.parse_args()
+    cost_rows, peak_rows = [], []
+    for path in args.graphs:
+        graph = read_graph(path)
+        reference = input_order_peak(graph)
+        for fraction in FRACTIONS:
+            budget = parse_budget(fraction, graph)
+            started = time.perf_counter()
+            peak, cost = lower_bounds(graph, budget, time_limit=args.time_limit)
+            seconds = time.perf_counter() - started
+            if cost is None:
+                cost_rows.append(
+                    f"| {graph.name} | {graph.n:,} | {fraction} | below the peak bound {peak.value:,} B "
+                    f"({peak.method}) | - | - | {seconds:.2f} |"
+                )
+                continue
+            fitting = [(name, sim) for name, sim in _plans(graph, budget, args.fastsa) if sim.peak <= budget]
+            if fitting:
+                name, best = min(fitting, key=lambda item: item[1].total_cost)
+                assert best.total_cost >= cost.value * (1 - 1e-9), (graph.name, fraction, best, cost)
+                plan = f"{best.tdi:.2f} ({name})"
+                gap = f"{100 * (best.total_cost - cost.value) / best.total_cost:.2f}"
+            else:
+                plan, gap = "none fits", "-"
+            cost_rows.append(
+                f"| {graph.name} | {graph.n:,} | {fraction} | {cost.tdi:.2f} ({cost.method}) | {plan} | {gap} "
+                f"| {seconds:.2f} |"
+            )
+        peak = peak_lower_bound(graph, time_limit=args.time_limit)
+        least = min((sim.peak, name) for name, sim in _plans(graph, peak.value, 0.0))
+        assert least[0] >= peak.value
+        peak_rows.append(
+            f"| {graph.name} | {peak.value:,} ({peak.fraction:.1%}, {peak.method}) | {least[0]:,} "
+            f"({least[0] / reference:.1%}, {least[1]}) | {100 * (least[0] - peak.value) / least[0]:.1f} |"
+        )
+    print("| graph | nodes | budget | cost bound: TDI % (method) | best baseline plan: TDI % | gap % | bound s |")
+    print("|---|---:|---:|---|---|---:|---:|")
+    print("\n".join(cost_rows))
+    print()
+    print("| graph | peak bound, B (% of input order, method) | least peak found, B (%, method) | gap % |")
+    print("|---|---|---|---:|")
+    print("\n".join(peak_rows))
+
+
+if __name__ == "__main__":
+    main()
