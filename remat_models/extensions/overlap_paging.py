@@ -42,6 +42,7 @@ from remat_models.core.schedule import TRANSFER_STEPS, Compute, Free, Offload, P
 from remat_models.core.stages import stages_from_schedule
 from remat_models.errors import ConfigurationError, InvalidScheduleError
 from remat_models.extensions.paging import MAX_MODEL_UNITS, Paging
+from remat_models.formulations import formulation_names, get_formulation
 from remat_models.formulations.checkmate import paging as serial
 from remat_models.formulations.checkmate.formulation import CHECKMATE, CheckmateModel
 from remat_models.formulations.rows import Rows, index_of
@@ -64,12 +65,16 @@ class OverlapPaging(Paging):
 
     @property
     def supports(self) -> frozenset[str]:  # type: ignore[override]
-        """Checkmate (its stage structure carries the clocks)."""
-        return frozenset({"checkmate"})
+        """The formulations that declare ``overlap_paging`` (Checkmate: its stage structure carries the clocks)."""
+        return frozenset(
+            name for name in formulation_names() if getattr(get_formulation(name), "overlap_paging", False)
+        )
 
     def _part(self, built: Any) -> ModuleType:
         if built.formulation not in self.supports:
-            raise ConfigurationError(f"{self.name} supports checkmate, not {built.formulation!r}")
+            raise ConfigurationError(
+                f"{self.name} supports {', '.join(sorted(self.supports))}, not {built.formulation!r}"
+            )
         return sys.modules[__name__]
 
 

@@ -40,7 +40,7 @@ __all__ = [
     "register_formulation",
 ]
 
-DEFAULT_FORMULATION = "checkmate"  # what `remat export` builds when no formulation is named
+DEFAULT_FORMULATION = "checkmate"  # what `remat export` builds and max batch solves when no formulation is named
 
 # name -> "module:attribute" of a Formulation instance (imported lazily)
 _REGISTRY: dict[str, str] = {

@@ -152,6 +152,8 @@ class FormulationBase:
     integral_option: ClassVar[str | None] = None  # options field set when the backend takes no continuous columns
     paging_part: ClassVar[str | None] = None  # module with the paging extension's part for this family, if any
     peak_model: ClassVar[str | None] = None  # "module:function" building exact max batch's model (formulations/peak.py)
+    overlap_paging: ClassVar[bool] = False  # the overlapped paging extension (``paging-overlap``) applies to its model
+    chooses_save_sets: ClassVar[bool] = False  # its plans are save sets (PyTorch's plan space: the torch.compile route)
 
     def options(self, options: Any = None) -> Any:
         """Options as ``options_type`` (see ``options_of``)."""

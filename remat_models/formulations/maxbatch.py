@@ -33,6 +33,7 @@ from remat_models.backends import SolveLimits, get_backend
 from remat_models.core.graph import Graph
 from remat_models.core.schedule import Schedule, input_order_schedule, simulate
 from remat_models.errors import ConfigurationError
+from remat_models.formulations import DEFAULT_FORMULATION
 from remat_models.formulations.peak import PeakModel, peak_model_of
 from remat_models.model import SolveStatus
 
@@ -58,7 +59,7 @@ def solve_exact(
     cap: float,
     *,
     method: str,
-    base: str = "checkmate",
+    base: str = DEFAULT_FORMULATION,
     backend: str = "highs",
     lower: int = 0,
     upper: int,

@@ -35,7 +35,7 @@ from remat_models.core.batch import (
 from remat_models.core.graph import Graph, NodeKind
 from remat_models.core.schedule import Schedule, SimulationResult, input_order_schedule, simulate
 from remat_models.errors import ConfigurationError, SolverError
-from remat_models.formulations import get_formulation
+from remat_models.formulations import DEFAULT_FORMULATION, get_formulation
 from remat_models.model import SolveStatus
 from remat_models.planning.plan import PlanStatus, methods, plan
 from remat_models.planning.warm_start import FAST_BASELINES
@@ -171,7 +171,7 @@ def max_batch(
             raise ConfigurationError(f"heuristic {heuristic!r} runs by bisection, not {method!r}")
         result = search.heuristic(heuristic, time_limit=time_limit, seed=seed, options=options)
     else:
-        formulation = formulation or "checkmate"
+        formulation = formulation or DEFAULT_FORMULATION
         backend = backend or get_formulation(formulation).default_backend
         if method == "auto":
             method = "min-peak" if scaling.proportional_memory else "bisection"

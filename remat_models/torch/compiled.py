@@ -31,6 +31,7 @@ from torch.utils.checkpoint import CheckpointPolicy
 from remat_models.core.graph import Graph
 from remat_models.core.schedule import Compute, simulate
 from remat_models.errors import ConfigurationError, SolverError
+from remat_models.formulations import formulation_names, get_formulation
 from remat_models.heuristics.recompute import forward_mask, saved_set_sequence, sequence_score
 from remat_models.heuristics.saveset import SaveSet, saveset_schedule, saveset_search
 from remat_models.planning.plan import plan
@@ -43,7 +44,7 @@ log = logging.getLogger(__name__)
 
 Backend = Literal["inductor", "aot_eager"]
 BACKENDS: tuple[Backend, ...] = ("inductor", "aot_eager")
-SAVE_SET_METHODS = ("saveset", "saveset-exact")  # the heuristic; the exact formulation ("saveset-exact/BACKEND")
+SAVE_SET_HEURISTIC = "saveset"  # the heuristic; the exact ones: formulations declaring ``chooses_save_sets``
 
 
 @dataclass(frozen=True)
@@ -78,10 +79,18 @@ def tag(joint: JointGraph, saved: np.ndarray) -> None:
         node.meta["recompute"] = CheckpointPolicy.MUST_SAVE if saves else CheckpointPolicy.MUST_RECOMPUTE
 
 
+def save_set_methods() -> list[str]:
+    """The methods that choose save sets: the heuristic, then each formulation declaring ``chooses_save_sets``."""
+    exact = [name for name in formulation_names() if getattr(get_formulation(name), "chooses_save_sets", False)]
+    return [SAVE_SET_HEURISTIC, *exact]
+
+
 def check_method(method: str) -> str:
     """``method`` if it chooses save sets (``saveset``, ``saveset-exact[/BACKEND]``), else ConfigurationError."""
-    if method.partition("/")[0] not in SAVE_SET_METHODS:
-        raise ConfigurationError(f"save-set method {method!r}: choose saveset or saveset-exact[/BACKEND]")
+    methods = save_set_methods()
+    if method.partition("/")[0] not in methods:
+        exact = " or ".join(f"{name}[/BACKEND]" for name in methods[1:])
+        raise ConfigurationError(f"save-set method {method!r}: choose {SAVE_SET_HEURISTIC} or {exact}")
     return method
 
 
@@ -99,7 +108,7 @@ def choose_save_set(graph: Graph, budget: int, method: str = "saveset") -> SaveS
     within the budget, the heuristic's plan stands.
     """
     found = saveset_search(graph, budget)
-    if check_method(method) == "saveset":
+    if check_method(method) == SAVE_SET_HEURISTIC:
         return found
     result = plan(graph, budget, method, init=saveset_schedule(graph, found.saved), allow_over_budget=True)
     if result.schedule is None or result.simulation is None or result.simulation.peak > budget:

@@ -137,6 +137,7 @@ class Checkmate(FormulationBase):
     name: ClassVar[str] = "checkmate"
     paging_part: ClassVar[str | None] = "remat_models.formulations.checkmate.paging"
     peak_model: ClassVar[str | None] = "remat_models.formulations.checkmate.peak:peak_model"
+    overlap_paging: ClassVar[bool] = True  # its stage structure carries the clocks
     options_type: ClassVar[type] = CheckmateOptions
     default_backend: ClassVar[str] = "highs"
     integral_option: ClassVar[str | None] = "integral_memory"

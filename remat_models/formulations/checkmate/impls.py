@@ -84,6 +84,7 @@ class CheckmateImpls(Checkmate):
 
     name: ClassVar[str] = "checkmate-impls"
     supports_impls: ClassVar[bool] = True
+    overlap_paging: ClassVar[bool] = False  # the overlapped clocks do not model implementation choice
 
     def build(
         self, graph: Graph, budget: int, options: CheckmateOptions | Mapping[str, Any] | None = None

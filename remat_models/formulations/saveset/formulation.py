@@ -71,6 +71,7 @@ class SaveSet(FormulationBase):
     options_type: ClassVar[type] = SaveSetOptions
     default_backend: ClassVar[str] = "cpsat"  # HiGHS is numerically unsure where bytes span 4 B to 1 GiB (see docs)
     integral_option: ClassVar[str | None] = "integral_memory"
+    chooses_save_sets: ClassVar[bool] = True
 
     def build(
         self, graph: Graph, budget: int, options: SaveSetOptions | Mapping[str, Any] | None = None

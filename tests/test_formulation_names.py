@@ -1,0 +1,87 @@
+"""Issue 30: no string naming a formulation family appears in ``remat_models`` outside its package and the registry.
+
+Code outside a family asks the registry (``get_formulation(name)``) for the capabilities the family declares on
+``FormulationBase`` (``paging_part``, ``peak_model``, ``supports_impls``, ``overlap_paging``, ``chooses_save_sets``,
+...) instead of testing names. A string literal whose value is a family's name, or ``NAME/...`` (a method such as
+``"checkmate/highs"``), counts; docstrings and comments do not (their text is not such a literal).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections import Counter
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "remat_models"
+FAMILIES = {  # formulation name -> its package under remat_models/formulations/
+    "checkmate": "checkmate",
+    "checkmate-impls": "checkmate",
+    "moccasin": "moccasin",
+    "hilp": "hilp",
+    "monet": "monet",
+    "saveset-exact": "saveset",
+}
+REGISTRY = "formulations/__init__.py"
+NAMED = re.compile(rf"^({'|'.join(sorted(map(re.escape, FAMILIES), key=len, reverse=True))})(/[\w.-]*)?$")
+
+# (file under remat_models/, family named) -> (how many literals, why it stays): what this test found when it
+# was written, in files other sessions were changing or that need more than a flag. Each entry is one to remove
+# by declaring a capability; a new literal anywhere (or one more in a listed file) fails the test.
+ALLOWED: dict[tuple[str, str], tuple[int, str]] = {
+    ("planning/portfolio.py", "checkmate"): (1, "auto's exact members chosen by graph size (_exact_members)"),
+    ("planning/portfolio.py", "moccasin"): (2, "as above: a declared size range per formulation would replace it"),
+    ("planning/portfolio.py", "hilp"): (1, "as above: H-ILP above hilp_nodes"),
+    ("formulations/hilp/options.py", "checkmate"): (1, "LEAF_FORMULATIONS: the leaf solvers H-ILP accepts"),
+    ("formulations/hilp/options.py", "moccasin"): (1, "as above: a 'may solve a leaf grid' capability would do"),
+    ("formulations/hilp/options.py", "monet"): (1, "as above"),
+    ("formulations/hilp/leaves.py", "monet"): (2, "leaf graphs get kinds by role and implementations for MONeT"),
+    ("formulations/hilp/formulation.py", "monet"): (1, "chooses_impls: only a MONeT leaf chooses implementations"),
+    ("heuristics/exhaustive.py", "monet"): (
+        4,
+        "the exhaustive search's structure named after MONeT's (forward once, then backward): a heuristic "
+        "option value, not a lookup of the formulation; renaming it changes a user-visible option",
+    ),
+    ("io/node_link.py", "checkmate"): (1, "the node-link file dialect of Checkmate's repository, not the formulation"),
+    ("bench/reference.py", "moccasin"): (
+        2,
+        "the Moccasin paper's result table (published figures), not the formulation",
+    ),
+    ("bench/tables.py", "moccasin"): (1, "the column order of the papers' result families in bench tables"),
+    ("bench/methods.py", "checkmate"): (1, "maps a bench method to the paper's result family it is compared with"),
+    ("bench/methods.py", "moccasin"): (2, "as above"),
+}
+
+
+def named_literals() -> Counter[tuple[str, str]]:
+    """(file, family) -> count of string literals naming the family outside its package and the registry."""
+    found: Counter[tuple[str, str]] = Counter()
+    for path in sorted(PACKAGE.rglob("*.py")):
+        relative = path.relative_to(PACKAGE).as_posix()
+        if relative == REGISTRY:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                match = NAMED.match(node.value)
+                if match and not relative.startswith(f"formulations/{FAMILIES[match[1]]}/"):
+                    found[relative, match[1]] += 1
+    return found
+
+
+def test_no_formulation_name_outside_its_family_and_the_registry() -> None:
+    found = named_literals()
+    new = {key: count for key, count in found.items() if count > ALLOWED.get(key, (0, ""))[0]}
+    assert new == {}, f"formulation names tested outside their family (declare a capability instead): {new}"
+
+
+def test_the_allow_list_holds_no_stale_entry() -> None:
+    """An entry whose literals are gone (or fewer) is tightened, so the list only shrinks."""
+    found = named_literals()
+    stale = {key: (count, found[key]) for key, (count, _) in ALLOWED.items() if found[key] < count}
+    assert stale == {}, f"allow-list entries to lower or remove ((allowed, found)): {stale}"
+
+
+def test_the_check_sees_a_name_test() -> None:
+    code = 'if name == "moccasin/cpsat" or kind in ("hilp", "x"):\n    """About "checkmate"."""\n'
+    values = [n.value for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    assert [v for v in values if NAMED.match(v)] == ["moccasin/cpsat", "hilp"]
