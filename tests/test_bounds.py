@@ -216,3 +216,22 @@ def test_lower_bounds_share_one_scan_and_agree() -> None:
     peak, cost = lower_bounds(graph, budget)
     assert peak == peak_lower_bound(graph) and cost == cost_lower_bound(graph, budget)
     assert lower_bounds(graph, peak.value - 1) == (peak, None)
+
+
+@pytest.mark.parametrize("graph", GENERATED[:3], ids=lambda g: g.name)
+def test_serial_transfer_bound_never_above_offloading_plans(graph: Graph) -> None:
+    from remat_models.planning.plan import plan
+
+    peak = input_order_peak(graph)
+    transfer = TransferModel(out_bw=peak / graph.total_cost * 20, in_bw=peak / graph.total_cost * 20)
+    for fraction in ("70%", "50%"):
+        budget = parse_budget(fraction, graph)
+        if budget < graph.lower_bound:
+            continue
+        result = plan(graph, budget, "three-way", transfer=transfer, time_limit=1.0, allow_over_budget=True)
+        sim = simulate(graph, result.schedule, transfer)
+        if sim.peak > budget:
+            continue
+        bound = cost_lower_bound(graph, budget, transfer=transfer)
+        assert bound.value <= sim.total_cost * (1 + EPS), (fraction, bound, sim.total_cost, sim.prefetches)
+        assert result.details["lower_bound"] == pytest.approx(bound.value, rel=1e-6) or bound.method == "trivial"
