@@ -15,7 +15,7 @@ from remat_models.core.graph import Graph
 from remat_models.core.option_types import check_option_types
 from remat_models.core.plugins import describe_error
 from remat_models.core.schedule import Schedule, Step, eager_frees
-from remat_models.core.transfer import transfer_of
+from remat_models.core.transfer import TransferModel, transfer_of
 from remat_models.errors import ConfigurationError, InvalidScheduleError, RematError, SolverError
 from remat_models.formulations.outcome import SolveOutcome, jsonable
 from remat_models.formulations.scaling import Units
@@ -77,6 +77,29 @@ class Extension(Protocol):
 
     def apply(self, built: BuiltModel) -> None:
         """Add this extension's variables and constraints to ``built.model``."""
+        ...
+
+
+class PagingPlugin(Protocol):
+    """What a family's paging part (its ``paging_part`` module) reads of the paging extension that calls it."""
+
+    @property
+    def name(self) -> str:
+        """The extension's name (its key in ``built.extensions``)."""
+        ...
+
+    @property
+    def transfer(self) -> TransferModel:
+        """The transfer model (bandwidths, host capacity)."""
+        ...
+
+    @property
+    def fetches(self) -> int:
+        """Fetch intervals per paged node (Moccasin)."""
+        ...
+
+    def paged_nodes(self, graph: Graph) -> np.ndarray:
+        """Sorted ids of the nodes whose values may be paged."""
         ...
 
 
@@ -296,6 +319,7 @@ __all__ = [
     "Extension",
     "Formulation",
     "FormulationBase",
+    "PagingPlugin",
     "Sequenced",
     "apply_extensions",
     "jsonable",

@@ -24,7 +24,7 @@ from remat_models.formulations.rows import Rows
 from remat_models.model.index import IndexMap
 
 if TYPE_CHECKING:
-    from remat_models.extensions.paging import Paging  # the extension that calls this part
+    from remat_models.formulations.base import PagingPlugin as Paging  # what the calling extension offers
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from remat_models.model import Var
 from remat_models.model.index import IndexMap
 
 if TYPE_CHECKING:
-    from remat_models.extensions.paging import Paging  # the extension that calls this part
+    from remat_models.formulations.base import PagingPlugin as Paging  # what the calling extension offers
 
 log = logging.getLogger(__name__)
 
