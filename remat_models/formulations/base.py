@@ -177,6 +177,7 @@ class FormulationBase:
     peak_model: ClassVar[str | None] = None  # "module:function" building exact max batch's model (formulations/peak.py)
     overlap_paging: ClassVar[bool] = False  # the overlapped paging extension (``paging-overlap``) applies to its model
     chooses_save_sets: ClassVar[bool] = False  # its plans are save sets (PyTorch's plan space: the torch.compile route)
+    window_nodes: ClassVar[int | None] = None  # above this many nodes plans re-solve windows of a start (planning/lns)
 
     def options(self, options: Any = None) -> Any:
         """Options as ``options_type`` (see ``options_of``)."""

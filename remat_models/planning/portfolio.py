@@ -216,9 +216,12 @@ def _fallback(graph: Graph, budget: int, name: str, portfolio: _Portfolio) -> No
 
 
 def _exact_members(nodes: int, opts: AutoOptions) -> list[str]:
-    """The exact worker's formulations in turn: H-ILP above ``hilp_nodes``, else [Checkmate (small), Moccasin]."""
+    """The exact worker's formulations in turn: H-ILP above ``hilp_nodes``, else [Checkmate (small), Moccasin].
+
+    Moccasin follows H-ILP too: above its ``window_nodes`` it re-solves windows of the best schedule so far.
+    """
     if nodes > opts.hilp_nodes:
-        return ["hilp"]
+        return ["hilp", "moccasin"]
     return ["checkmate", "moccasin"] if nodes <= opts.checkmate_nodes else ["moccasin"]
 
 

@@ -14,14 +14,17 @@ from remat_models.backends import SolveLimits
 from remat_models.backends.interrupt import run_stoppable
 from remat_models.core.graph import Graph
 from remat_models.core.schedule import Schedule, simulate
+from remat_models.errors import ConfigurationError, ModelTooLargeError
 from remat_models.formulations import Extension, SolveOutcome, get_formulation
 from remat_models.formulations.solving import DEFAULT_LIMITS, approximate, solve_model
 from remat_models.model import SolveStatus
+from remat_models.planning.lns import improve_by_windows
 from remat_models.planning.result import MethodRun
 from remat_models.planning.warm_start import WarmStart, initial_schedule
 
 log = logging.getLogger(__name__)
 
+DEFAULT_WINDOW_SECONDS = 60.0  # windows re-solved for this long when no time limit is given
 MIN_SOLVE_SECONDS = 1.0  # less than this (or half the limit) left after the warm start: no build, no solve
 
 
@@ -36,10 +39,14 @@ def run_formulation(
     options: Mapping[str, Any] | None = None,
     extensions: Sequence[Extension] = (),
     limits: SolveLimits = DEFAULT_LIMITS,
+    windows: bool | None = None,
 ) -> MethodRun:
     """Warm start (``init``), solve or approximate ``formulation``, and keep the warm start if the solver did worse.
 
-    The time limit covers the warm start and the build; a model too large fails before the warm start runs.
+    ``windows``: re-solve windows of the warm start with the formulation's model (:mod:`remat_models.planning.lns`)
+    instead of the whole graph; None (the default) does so above the formulation's ``window_nodes`` and where the
+    whole model is too large. The time limit covers the warm start and the build; a model too large for a whole
+    solve fails before the warm start runs.
     SIGINT or SIGTERM during the warm start returns it (FastSA's best so far) without solving; during the
     build or the solve it stops the solver, which keeps its incumbent.
     """
@@ -49,9 +56,10 @@ def run_formulation(
             graph, budget, formulation, approx, backend, options=options, limits=limits, extensions=extensions
         )
         return _run_of(f"{formulation}/{approx}", graph, budget, outcome, None, init, extensions)
-    check_size = getattr(get_formulation(formulation), "check_size", None)
-    if check_size is not None:
-        check_size(graph, budget, options)
+    form = get_formulation(formulation)
+    windowed = _windowed(form, graph, budget, options, extensions, windows)
+    if not windowed:
+        _check_size(form, graph, budget, options)
 
     def work(stop: threading.Event) -> tuple[WarmStart | None, SolveOutcome | None]:
         start = initial_schedule(graph, budget, init, seed=limits.seed, time_limit=limits.time_limit, stop=stop)
@@ -64,6 +72,8 @@ def run_formulation(
         if stop.is_set():
             return start, None
         initial = None if start is None else start.schedule
+        if windowed:
+            return start, _solve_windows(graph, budget, formulation, backend, start, options, left, stop)
         return start, solve_model(
             graph, budget, formulation, backend, options=options, limits=left, init=initial, extensions=extensions
         )
@@ -74,6 +84,85 @@ def run_formulation(
         return _unsolved(label, graph, budget, start, init, extensions, interrupted)
     run = _run_of(f"{formulation}/{outcome.backend}", graph, budget, outcome, start, init, extensions)
     return run if run.interrupted_by is not None or interrupted is None else replace(run, interrupted_by=interrupted)
+
+
+def _windowed(
+    form: object,
+    graph: Graph,
+    budget: int,
+    options: Mapping[str, Any] | None,
+    extensions: Sequence[Extension],
+    windows: bool | None,
+) -> bool:
+    """Whether to solve by windows: asked, or by default above ``window_nodes`` or where the model is too large.
+
+    Never with extensions or operator implementations (a window graph carries neither).
+    """
+    if windows is False or extensions or graph.impl_table is not None:
+        if windows:
+            raise ConfigurationError("windows take graphs without extensions or operator implementations")
+        return False
+    if windows:
+        return True
+    window_nodes = getattr(form, "window_nodes", None)
+    if window_nodes is not None and graph.n > window_nodes:
+        return True
+    try:
+        _check_size(form, graph, budget, options)
+    except ModelTooLargeError as error:
+        log.info("%s; solving windows of a start instead", error)
+        return True
+    return False
+
+
+def _check_size(form: object, graph: Graph, budget: int, options: Mapping[str, Any] | None) -> None:
+    """The formulation's ``check_size`` where it declares one (``ModelTooLargeError`` before any work)."""
+    check_size = getattr(form, "check_size", None)
+    if check_size is not None:
+        check_size(graph, budget, options)
+
+
+def _solve_windows(
+    graph: Graph,
+    budget: int,
+    formulation: str,
+    backend: str | None,
+    start: WarmStart | None,
+    options: Mapping[str, Any] | None,
+    limits: SolveLimits,
+    stop: threading.Event,
+) -> SolveOutcome:
+    """Windows of the warm start re-solved exactly (never "optimal": the rest of the schedule stays fixed)."""
+    backend = backend or get_formulation(formulation).default_backend
+    started = time.perf_counter()
+    simulation = None if start is None else start.simulation or simulate(graph, start.schedule)
+    if start is None or simulation is None or not simulation.fits(budget):
+        log.warning("%s/%s: no fitting start to re-solve windows of", formulation, backend)
+        return SolveOutcome(formulation, backend, SolveStatus.NO_SOLUTION, details={"windows": 0})
+    search = improve_by_windows(
+        graph,
+        budget,
+        formulation,
+        backend,
+        start.schedule,
+        time_limit=max(0.0, (limits.time_limit or DEFAULT_WINDOW_SECONDS) - 0.5),
+        seed=limits.seed,
+        options=options,
+        stop=stop,
+        start_simulation=simulation,
+    )
+    return SolveOutcome(
+        formulation,
+        backend,
+        SolveStatus.FEASIBLE,
+        schedule=search.schedule,
+        simulation=search.simulation,
+        objective=search.simulation.total_cost,
+        wall_time=time.perf_counter() - started,
+        solve_time=time.perf_counter() - started,
+        trajectory=search.trajectory,
+        details=search.summary(),
+    )
 
 
 def _unsolved(

@@ -1,0 +1,173 @@
+"""Exact neighbourhoods (large-neighbourhood search): windows of the best schedule re-solved by a formulation.
+
+From a fitting start, repeatedly pick a window (:mod:`remat_models.planning.windows`): the steps around a costly
+recomputation together with the steps around that value's first computation, or the steps around the peak. The
+window becomes a graph of its own; :func:`~remat_models.formulations.solving.solve_model` solves it with the
+chosen formulation on the chosen backend, warm-started from the window's current steps. The solution is spliced
+into the whole sequence, simulated, and kept only if it fits and costs less. Window sizes adapt: a window solved
+to optimality in well under its time share grows, one that runs out of time shrinks. Every choice is drawn from a
+seeded generator, so a run is reproducible up to the solvers' own timing.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from remat_models.backends import SolveLimits
+from remat_models.core.graph import Graph
+from remat_models.core.schedule import Compute, Schedule, SimulationResult, eager_frees, simulate
+from remat_models.errors import RematError
+from remat_models.formulations.solving import solve_model
+from remat_models.model import SolveStatus
+from remat_models.planning.windows import Lifetimes, window_of
+
+log = logging.getLogger(__name__)
+
+MIN_STEPS, MAX_STEPS = 8, 400  # window half-range bounds (positions on each side of a centre)
+START_STEPS = 24
+WINDOW_SECONDS = 5.0  # the most one window solve may take
+GROW, SHRINK = 1.4, 0.6
+
+
+@dataclass
+class WindowSearch:
+    """What a window search did: its best schedule (simulated), counts and the improvement trajectory."""
+
+    schedule: Schedule
+    simulation: SimulationResult
+    windows: int = 0
+    improved: int = 0
+    failed: int = 0
+    trajectory: list[tuple[float, float]] = field(default_factory=list)
+
+    def summary(self) -> dict[str, object]:
+        """JSON-ready counts."""
+        return {"windows": self.windows, "windows_improved": self.improved, "windows_failed": self.failed}
+
+
+def improve_by_windows(
+    graph: Graph,
+    budget: int,
+    formulation: str,
+    backend: str | None,
+    start: Schedule,
+    *,
+    time_limit: float,
+    seed: int = 0,
+    options: object = None,
+    stop: threading.Event | None = None,
+    start_simulation: SimulationResult | None = None,
+) -> WindowSearch:
+    """Re-solve windows of ``start`` with ``formulation`` until ``time_limit`` seconds pass; the best schedule found.
+
+    ``start`` must fit ``budget`` and hold compute and free steps only. Each accepted window is logged (INFO).
+    """
+    started = time.perf_counter()
+    deadline = started + time_limit
+    simulation = start_simulation or simulate(graph, start)
+    search = WindowSearch(start, simulation, trajectory=[(0.0, simulation.total_cost)])
+    rng = np.random.default_rng(seed)
+    half = START_STEPS
+    sequence = start.compute_sequence()
+    lifetimes = Lifetimes.of(graph, sequence)
+    while time.perf_counter() < deadline - 0.2 and not (stop is not None and stop.is_set()):
+        ranges = _pick(graph, lifetimes, search.simulation, search.schedule, half, rng)
+        left = deadline - time.perf_counter()
+        limit = min(WINDOW_SECONDS, left - 0.1)
+        if limit < 0.2:
+            break
+        search.windows += 1
+        solved_at = time.perf_counter()
+        try:
+            window = window_of(graph, lifetimes, ranges)
+            outcome = solve_model(
+                window.graph,
+                budget,
+                formulation,
+                backend,
+                options=options,
+                limits=SolveLimits(time_limit=limit, seed=int(rng.integers(0, 2**31 - 1))),
+                init=window.init,
+            )
+        except RematError as error:
+            search.failed += 1
+            log.debug("window %s: %s", ranges, error)
+            continue
+        seconds = time.perf_counter() - solved_at
+        if outcome.status is SolveStatus.OPTIMAL and seconds < limit / 4:
+            half = min(MAX_STEPS, int(half * GROW) + 1)
+        elif outcome.status is not SolveStatus.OPTIMAL:
+            half = max(MIN_STEPS, int(half * SHRINK))
+        if outcome.schedule is None:
+            continue
+        candidate = eager_frees(graph, window.splice(lifetimes.sequence, outcome.schedule))
+        try:
+            result = simulate(graph, candidate)
+        except RematError as error:  # a splice the window graph allowed but the whole graph does not
+            search.failed += 1
+            log.debug("window %s: splice rejected: %s", ranges, error)
+            continue
+        if result.fits(budget) and result.total_cost < search.simulation.total_cost * (1 - 1e-9):
+            log.info(
+                "window %s (%d nodes, %s): TDI %.3f %% -> %.3f %%",
+                ranges, window.graph.n, outcome.status.value, search.simulation.tdi, result.tdi,
+            )  # fmt: skip
+            search.schedule, search.simulation = candidate, result
+            search.improved += 1
+            search.trajectory.append((time.perf_counter() - started, result.total_cost))
+            lifetimes = Lifetimes.of(graph, candidate.compute_sequence())
+    return search
+
+
+def _pick(
+    graph: Graph,
+    lifetimes: Lifetimes,
+    simulation: SimulationResult,
+    schedule: Schedule,
+    half: int,
+    rng: np.random.Generator,
+) -> list[tuple[int, int]]:
+    """A window: around a recomputation and its value's first computation (cost-weighted), or around the peak."""
+    sequence = lifetimes.sequence
+    total = len(sequence)
+    first: dict[int, int] = {}
+    recomputed: list[int] = []
+    for position, v in enumerate(sequence):
+        if v in first:
+            recomputed.append(position)
+        else:
+            first[v] = position
+    if recomputed and rng.random() < 0.8:
+        weights = graph.cost[[sequence[p] for p in recomputed]] + 1e-12
+        centre = recomputed[int(rng.choice(len(recomputed), p=weights / weights.sum()))]
+        partner = first[sequence[centre]]
+    else:
+        steps = [k for k, s in enumerate(schedule.steps) if isinstance(s, Compute)]
+        centre = int(np.searchsorted(steps, simulation.peak_step))
+        centre = min(max(centre + int(rng.integers(-half, half + 1)), 0), total - 1)
+        partner = _producer_of_largest(graph, lifetimes, centre)
+    return _ranges(partner, centre, half, total)
+
+
+def _producer_of_largest(graph: Graph, lifetimes: Lifetimes, position: int) -> int:
+    """The position that made the largest value alive at ``position`` (itself if none)."""
+    best, where = -1, position
+    for p in range(position):
+        if lifetimes.alive_after(p, position) and int(graph.mem[lifetimes.sequence[p]]) > best:
+            best, where = int(graph.mem[lifetimes.sequence[p]]), p
+    return where
+
+
+def _ranges(first: int, second: int, half: int, total: int) -> list[tuple[int, int]]:
+    """One range around both positions if they are close, else one around each."""
+    lo, hi = sorted((first, second))
+    a1, b1 = max(0, lo - half), min(total, lo + half + 1)
+    a2, b2 = max(0, hi - half), min(total, hi + half + 1)
+    if a2 <= b1 + 1:
+        return [(a1, b2)]
+    return [(a1, b1), (a2, b2)]
