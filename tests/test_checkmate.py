@@ -166,7 +166,7 @@ def test_options_are_validated() -> None:
 
 
 def test_checkmate_refuses_at_once_a_model_that_cannot_fit_in_memory() -> None:
-    """9,607 nodes: ~160 M columns, hundreds of GiB; refused before the build, naming the size and the way out."""
+    """9,607 nodes: ~160 M columns, hundreds of GiB; the whole model is refused, naming the size and the way out."""
     from remat_models.errors import ModelTooLargeError
     from remat_models.io.generators import transformer
     from remat_models.model.size import check_fits_in_memory
@@ -175,4 +175,4 @@ def test_checkmate_refuses_at_once_a_model_that_cannot_fit_in_memory() -> None:
         check_fits_in_memory("a model", 10**15)
     graph = transformer(400)
     with pytest.raises(ModelTooLargeError, match=r"9,607 nodes.*moccasin, hilp, fastsa or auto"):
-        plan(graph, graph.lower_bound * 4, formulation="checkmate", backend="highs")  # before the warm start
+        CHECKMATE.check_size(graph, graph.lower_bound * 4)  # plan() then re-solves windows (tests/test_windows.py)

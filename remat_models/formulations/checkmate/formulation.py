@@ -135,7 +135,7 @@ class Checkmate(FormulationBase):
     """Checkmate's MILP: build, decode (Algorithm 1), warm-start hints from any staged Schedule."""
 
     name: ClassVar[str] = "checkmate"
-    window_nodes: ClassVar[int | None] = 150  # larger graphs: windows of a start (planning/lns.py)
+    window_nodes: ClassVar[int | None] = 360  # larger graphs: windows of a start (planning/lns.py)
     paging_part: ClassVar[str | None] = "remat_models.formulations.checkmate.paging"
     peak_model: ClassVar[str | None] = "remat_models.formulations.checkmate.peak:peak_model"
     overlap_paging: ClassVar[bool] = True  # its stage structure carries the clocks

@@ -45,7 +45,7 @@ class MoccasinFormulation(FormulationBase):
     """The Formulation protocol for Moccasin: phase-2 model, two-phase solve (sec. 2.4) from a greedy start."""
 
     name: ClassVar[str] = "moccasin"
-    window_nodes: ClassVar[int | None] = 300  # larger graphs: windows of a start (planning/lns.py)
+    window_nodes: ClassVar[int | None] = 500  # larger graphs: windows of a start (planning/lns.py)
     paging_part: ClassVar[str | None] = "remat_models.formulations.moccasin.paging"
     peak_model: ClassVar[str | None] = "remat_models.formulations.moccasin.peak:peak_model"
     options_type: ClassVar[type] = MoccasinOptions

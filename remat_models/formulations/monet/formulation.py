@@ -136,7 +136,7 @@ class Monet(FormulationBase):
     """MONeT's 0-1 program: build, decode (stage by stage, impl per step) and warm-start hints."""
 
     name: ClassVar[str] = "monet"
-    window_nodes: ClassVar[int | None] = 150  # larger graphs: windows of a start (planning/lns.py)
+    window_nodes: ClassVar[int | None] = 360  # larger graphs: windows of a start (planning/lns.py)
     options_type: ClassVar[type] = MonetOptions
     default_backend: ClassVar[str] = "highs"
     integral_option: ClassVar[str | None] = "integral_memory"

@@ -1,0 +1,106 @@
+"""Windows of a schedule as graphs (planning/windows.py) and the window search (planning/lns.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from remat_models.backends import SolveLimits
+from remat_models.core.schedule import Compute, eager_frees, input_order_peak, simulate
+from remat_models.formulations.solving import solve_model
+from remat_models.heuristics.exhaustive import exhaustive_optimum
+from remat_models.heuristics.registry import run_heuristic
+from remat_models.io.generators import linear_chain, random_layered, transformer, unet
+from remat_models.planning.lns import improve_by_windows
+from remat_models.planning.plan import plan
+from remat_models.planning.result import PlanStatus
+from remat_models.planning.windows import Lifetimes, window_of
+
+GRAPHS = [transformer(3), unet(4), random_layered(60, seed=3)]
+
+
+def _start(graph, fraction: float):
+    budget = int(fraction * input_order_peak(graph))
+    schedule = run_heuristic("chen-greedy", graph, budget)[0]
+    simulation = simulate(graph, schedule)
+    if not simulation.fits(budget):
+        schedule = run_heuristic("checkpoint-all", graph, budget)[0]
+        budget, simulation = max(budget, simulate(graph, schedule).peak), simulate(graph, schedule)
+    return budget, schedule, simulation
+
+
+def _windows(total: int, rng: np.random.Generator) -> list[list[tuple[int, int]]]:
+    found = []
+    for _ in range(12):
+        a1, b1, a2, b2 = sorted(rng.choice(np.arange(total + 1), 4, replace=False).tolist())
+        found += [[(a1, b2)], [(a1, b1), (a2, b2)] if b1 < a2 else [(a1, b2)]]
+    return found
+
+
+@pytest.mark.parametrize("graph", GRAPHS, ids=lambda g: g.name)
+def test_a_window_graph_holds_the_schedule_memory_exactly_or_above(graph) -> None:
+    """One range: the window's own steps peak exactly as the whole schedule does there; two: never below."""
+    _, schedule, simulation = _start(graph, 0.7)
+    sequence = schedule.compute_sequence()
+    at = [k for k, s in enumerate(schedule.steps) if isinstance(s, Compute)]
+    lifetimes = Lifetimes.of(graph, sequence)
+    checked = 0
+    for ranges in _windows(len(sequence), np.random.default_rng(0)):
+        window = window_of(graph, lifetimes, ranges)
+        if window.init is None:  # a node computed twice in it read an input once and a window value once
+            continue
+        checked += 1
+        local = simulate(window.graph, window.init)
+        whole = int(max(simulation.timeline[at[ranges[0][0] : ranges[-1][1]]]))
+        if len(ranges) == 1:
+            assert local.peak == whole
+        else:
+            assert local.peak >= whole
+        assert local.total_cost == pytest.approx(sum(graph.cost[sequence[a:b]].sum() for a, b in ranges))
+        assert window.splice(lifetimes.sequence, window.init) == sequence  # the current steps splice back unchanged
+    assert checked >= 12
+
+
+@pytest.mark.parametrize(("formulation", "backend"), [("checkmate", "highs"), ("moccasin", "cpsat")])
+def test_every_window_solution_splices_into_a_fitting_schedule(formulation: str, backend: str) -> None:
+    graph = transformer(3)
+    budget, schedule, simulation = _start(graph, 0.6)
+    lifetimes = Lifetimes.of(graph, schedule.compute_sequence())
+    for ranges in _windows(len(lifetimes.sequence), np.random.default_rng(1))[:8]:
+        window = window_of(graph, lifetimes, ranges)
+        if window.init is None:
+            continue
+        outcome = solve_model(
+            window.graph, budget, formulation, backend, limits=SolveLimits(time_limit=10), init=window.init
+        )
+        assert outcome.schedule is not None
+        assert outcome.simulation.total_cost <= simulate(window.graph, window.init).total_cost + 1e-6
+        whole = simulate(graph, eager_frees(graph, window.splice(lifetimes.sequence, outcome.schedule)))
+        assert whole.peak <= budget
+        assert whole.total_cost <= simulation.total_cost + 1e-6
+
+
+def test_windows_improve_a_start_and_never_go_below_the_optimum() -> None:
+    """On a chain, windows of checkpoint-all's start at a tight budget: fits, cheaper, never below brute force."""
+    graph = linear_chain(5)
+    budget = int(0.75 * input_order_peak(graph))
+    start = run_heuristic("chen-sqrtn", graph, budget)[0]
+    first = simulate(graph, start)
+    assert first.fits(budget)
+    search = improve_by_windows(graph, budget, "checkmate", "highs", start, time_limit=8, seed=0)
+    best = simulate(graph, search.schedule)
+    assert best.peak <= budget and best.total_cost == search.simulation.total_cost
+    assert best.total_cost <= first.total_cost
+    optimum = exhaustive_optimum(graph, budget)
+    assert optimum is not None and best.total_cost >= optimum.cost - 1e-6
+
+
+def test_plan_solves_windows_above_window_nodes_and_keeps_its_time_limit() -> None:
+    """Checkmate on a 400-node graph (above its window_nodes): a fitting schedule, "feasible", never optimal."""
+    graph = transformer(16)
+    assert graph.n > 360
+    result = plan(graph, int(0.5 * input_order_peak(graph)), formulation="checkmate", backend="highs", time_limit=12)
+    assert result.status is PlanStatus.WITHIN_BUDGET
+    assert simulate(graph, result.schedule).peak <= result.budget
+    assert result.details["solver_status"] == "feasible" and result.details["windows"] >= 1
+    assert result.wall_time <= 1.1 * 12 + 2
