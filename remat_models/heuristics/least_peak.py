@@ -39,7 +39,11 @@ log = logging.getLogger(__name__)
 
 TIME_LIMIT = 10.0  # seconds, when the caller gives none
 CANDIDATES = 64  # largest resident values tried per step of the descent
-CHEAPEN_SHARE = 0.2  # of the time left after the starts, kept for removing recomputations at the peak found
+CHEAPEN_SHARE = 0.15  # of the time left after the starts, kept for removing recomputations at the peak found
+STARTS_SHARE = 0.4  # of that time, for the descents from the baselines (what they leave goes on)
+FASTSA_SHARE = 0.7  # of what is left then (less the cheapening's share): FastSA, then a descent from its result
+FASTSA_MIN_SECONDS = 1.0
+ROUND_SECONDS = 0.25  # the first slice of each start's descent; slices double every round
 
 Score = tuple[int, int, float]  # (peak, compute steps at the peak, total cost)
 
@@ -139,6 +143,93 @@ def _unread(seq: np.ndarray, free_at: np.ndarray, n: int) -> np.ndarray:
     return drop
 
 
+@njit(cache=True)
+def _best_move(
+    seq: np.ndarray,
+    free_at: np.ndarray,
+    first: int,
+    candidates: np.ndarray,
+    csr: tuple[np.ndarray, np.ndarray, np.ndarray],
+    recomputable: np.ndarray,
+    is_output: np.ndarray,
+    sizes: tuple[np.ndarray, np.ndarray, int],
+    cost: np.ndarray,
+    current: tuple[int, int],
+) -> tuple[int, np.ndarray]:
+    """The best recomputation of a value resident at step ``first``: (insert position, block), or (-1, empty).
+
+    Each candidate computation ``q`` of ``candidates`` (node v) is recomputed just before v's first read after
+    ``first``, alone or with :func:`_closure`; the best is the least (peak, steps at the peak, added cost) below
+    ``current`` = (peak, steps at the peak). ``csr`` = (pred_ptr, pred_idx, position), ``sizes`` = (mem,
+    workspace, fixed). Scores as :func:`_profile` after eager frees, stopping a trial once it exceeds the best.
+    """
+    pred_ptr, pred_idx, position = csr
+    mem, workspace, fixed = sizes
+    n, size = pred_ptr.size - 1, seq.size
+    reads = _next_reads(seq, first, pred_ptr, pred_idx, n)
+    trial = np.empty(size + n, np.int64)
+    free_after = np.empty(size + n, np.int64)
+    freed = np.empty(size + n, np.int64)
+    latest = np.empty(n, np.int64)
+    single = np.empty(1, np.int64)
+    best_at, best_block = -1, np.empty(0, np.int64)
+    best_peak, best_count, best_cost = current[0], current[1], np.inf
+    for i in range(candidates.size):
+        v = seq[candidates[i]]
+        at = reads[v]
+        for option in range(2):
+            if option == 0:
+                single[0] = v
+                block = single
+            else:
+                block = _closure(seq, free_at, at, v, pred_ptr, pred_idx, position, recomputable)
+                if block.size == 1:
+                    continue
+            b = block.size
+            length = size + b
+            trial[:at] = seq[:at]
+            trial[at : at + b] = block
+            trial[at + b : length] = seq[at:]
+            latest[:] = -1
+            for p in range(length):
+                free_after[p] = p
+                freed[p] = 0
+            for p in range(length):
+                u = trial[p]
+                for e in range(pred_ptr[u], pred_ptr[u + 1]):
+                    w = latest[pred_idx[e]]
+                    if w >= 0:
+                        free_after[w] = p
+                latest[u] = p
+            for u in range(n):
+                if is_output[u] and latest[u] >= 0:
+                    free_after[latest[u]] = -1
+            for p in range(length):
+                if free_after[p] >= 0:
+                    freed[free_after[p]] += mem[trial[p]]
+            in_use, peak, count = fixed, -1, 0
+            for p in range(length):
+                u = trial[p]
+                during = in_use + mem[u] + workspace[u]
+                if during > best_peak:
+                    peak = during
+                    break
+                if during > peak:
+                    peak, count = during, 1
+                elif during == peak:
+                    count += 1
+                in_use += mem[u] - freed[p]
+            if peak > best_peak or (peak == current[0] and count >= current[1]):
+                continue
+            added = 0.0
+            for k in range(b):
+                added += cost[block[k]]
+            if peak < best_peak or count < best_count or (count == best_count and added < best_cost):
+                best_peak, best_count, best_cost = peak, count, added
+                best_at, best_block = at, block.copy()
+    return best_at, best_block
+
+
 # --- the search -----------------------------------------------------------------------------------
 
 
@@ -182,53 +273,51 @@ class _Sequences:
         if not live.size:
             return None
         live = live[np.argsort(-self.mem[seq[live]], kind="stable")[:CANDIDATES]]
-        reads = _next_reads(seq, first, graph.pred_ptr, graph.pred_idx, graph.n)
-        best: tuple[tuple[int, int, float], np.ndarray, Score, int] | None = None
-        tried: set[tuple[int, bytes]] = set()
-        for q in live.tolist():
-            v = int(seq[q])
-            at = int(reads[v])
-            for block in (
-                np.array([v], dtype=np.int64),
-                _closure(seq, free_at, at, v, graph.pred_ptr, graph.pred_idx, graph.position, self.recomputable),
-            ):
-                key = (at, block.tobytes())
-                if key in tried:
-                    continue
-                tried.add(key)
-                trial = np.concatenate([seq[:at], block, seq[at:]])
-                trial_score, trial_first = self.score(trial)
-                if trial_score[:2] >= score[:2]:
-                    continue
-                rank = (trial_score[0], trial_score[1], trial_score[2])
-                if best is None or rank < best[0]:
-                    best = (rank, trial, trial_score, trial_first)
-        if best is None:
+        at, block = _best_move(
+            seq,
+            free_at,
+            first,
+            live,
+            (graph.pred_ptr, graph.pred_idx, graph.position),
+            self.recomputable,
+            self.is_output,
+            (self.mem, self.workspace, graph.fixed_mem),
+            self.cost,
+            (score[0], score[1]),
+        )
+        if at < 0:
             return None
-        return best[1], best[2], best[3]
+        trial = np.concatenate([seq[:at], block, seq[at:]])
+        trial_score, trial_first = self.score(trial)
+        return trial, trial_score, trial_first
 
     def descend(
         self, seq: np.ndarray, budget: int | None, deadline: float, stop: threading.Event | None
-    ) -> tuple[np.ndarray, Score]:
-        """Greedy descent from ``seq`` until the peak stops falling, fits ``budget``, or time is up."""
+    ) -> tuple[np.ndarray, Score, bool]:
+        """Greedy descent from ``seq`` until the peak stops falling, fits ``budget``, or time is up.
+
+        Returns the sequence, its score and whether the descent is over (stalled or fits; else it may go on).
+        """
         seq = self.prune(seq)
         score, first = self.score(seq)
-        steps = 0
-        while (budget is None or score[0] > budget) and time.perf_counter() < deadline:
+        steps, over = 0, False
+        while not over and time.perf_counter() < deadline:
             if stop is not None and stop.is_set():
                 break
             found = self.descend_step(seq, score, first)
             if found is None:
+                over = True
                 break
             seq, score, first = found
             steps += 1
             if steps % 16 == 0:
                 seq = self.prune(seq)
                 score, first = self.score(seq)
+            over = budget is not None and score[0] <= budget
         seq = self.prune(seq)
         score, _ = self.score(seq)
-        log.debug("least-peak descent: %d steps, peak %d", steps, score[0])
-        return seq, score
+        log.debug("least-peak descent: %d steps, peak %d%s", steps, score[0], " (over)" if over else "")
+        return seq, score, over or score[0] <= self.graph.lower_bound
 
     def cheapen(self, seq: np.ndarray, budget: int, deadline: float) -> tuple[np.ndarray, Score]:
         """Remove recomputations, dearest first, where the sequence stays within ``budget``."""
@@ -285,14 +374,14 @@ def least_peak_search(
     """The least-peak schedule found within ``time_limit`` seconds (see the module docstring).
 
     ``budget``: stop lowering the peak once within it and return the cheapest fitting schedule found.
-    ``seed`` is accepted for the registry's interface; the search is deterministic (apart from the time
-    limit cutting it short). ``stop`` (an interrupt) ends it with its best so far. ``starts``: schedules
+    Where the descents from the baselines stall above the graph's lower bound and time is left, a FastSA run
+    (peak objective; seeded with ``seed``) gives one more start. Deterministic for a seed unless the time
+    limit cuts in. ``stop`` (an interrupt) ends it with its best so far. ``starts``: schedules
     the caller already has at ``budget`` (by name; a baseline of :data:`STARTS` given here is not rerun).
     """
-    del seed  # deterministic
     started = time.perf_counter()
     if graph.impl_table is not None:
-        found = least_peak_search(graph.default_view(), budget, time_limit=time_limit, stop=stop)
+        found = least_peak_search(graph.default_view(), budget, time_limit=time_limit, seed=seed, stop=stop)
         schedule = lift_schedule(graph, found.schedule)
         result = simulate(graph, schedule)
         return LeastPeakResult(schedule, result.peak, result.total_cost, found.start, time.perf_counter() - started)
@@ -313,19 +402,18 @@ def least_peak_search(
     best_fit = min(fitting, key=lambda item: (item[2][2], item[2][0]), default=None)
     best = min(found, key=lambda item: item[0])
     if best_fit is None:
-        ranked = sorted(found, key=lambda item: item[0])
-        descents_end = deadline - CHEAPEN_SHARE * (deadline - time.perf_counter())
-        for k, (_, name, seq) in enumerate(ranked):
-            if time.perf_counter() >= descents_end or (stop is not None and stop.is_set()):
-                break
-            share = (descents_end - time.perf_counter()) / (len(ranked) - k)
-            seq, score = sequences.descend(seq, budget, time.perf_counter() + share, stop)
-            log.debug("least-peak from %s: peak %d", name, score[0])
-            if score < best[0]:
-                best = (score, name, seq)
-            if score[0] <= target:
-                best_fit = (seq, name, score)
-                break
+        left = deadline - time.perf_counter()
+        searches_end = deadline - CHEAPEN_SHARE * left
+        starts_end = time.perf_counter() + STARTS_SHARE * left
+        pool = sorted(found, key=lambda item: item[0], reverse=True)
+        best, best_fit = _descents(sequences, pool, budget, best, starts_end, stop)
+        fastsa_seconds = FASTSA_SHARE * (searches_end - time.perf_counter())
+        stopped = stop is not None and stop.is_set()
+        if best_fit is None and best[0][0] > graph.lower_bound and fastsa_seconds >= FASTSA_MIN_SECONDS and not stopped:
+            annealed = _fastsa_sequence(fastsa_seconds, graph, seed, stop)
+            pool.append((sequences.score(annealed)[0], "fastsa", annealed))
+        if best_fit is None:
+            best, best_fit = _descents(sequences, pool, budget, best, searches_end, stop)
     score, name, seq = best if best_fit is None else (best_fit[2], best_fit[1], best_fit[0])
     if score[2] > graph.total_cost and not (stop is not None and stop.is_set()):
         seq, score = sequences.cheapen(seq, score[0] if best_fit is None else target, deadline)
@@ -337,6 +425,50 @@ def least_peak_search(
         graph.name, result.peak, "" if budget is None else f" (budget {budget})", result.tdi, name, wall,
     )  # fmt: skip
     return LeastPeakResult(schedule, result.peak, result.total_cost, name, wall)
+
+
+def _descents(
+    sequences: _Sequences,
+    pool: list[tuple[Score, str, np.ndarray]],
+    budget: int | None,
+    best: tuple[Score, str, np.ndarray],
+    end: float,
+    stop: threading.Event | None,
+) -> tuple[tuple[Score, str, np.ndarray], tuple[np.ndarray, str, Score] | None]:
+    """Descend from every start of ``pool`` in rounds of doubling slices, until ``end``, all stall, or one fits.
+
+    ``pool`` is updated in place (stalled starts leave it, the others keep their progress). Returns the
+    least-peak (score, start, sequence) and the fitting (sequence, start, score) if any.
+    """
+    slice_seconds = ROUND_SECONDS
+    while pool and time.perf_counter() < end and not (stop is not None and stop.is_set()):
+        for k in reversed(range(len(pool))):  # the lowest peak first: pool[-1] after a sort
+            left = end - time.perf_counter()
+            if left <= 0:
+                break
+            _, name, seq = pool[k]
+            seq, score, over = sequences.descend(seq, budget, time.perf_counter() + min(slice_seconds, left), stop)
+            pool[k] = (score, name, seq)
+            if score < best[0]:
+                best = (score, name, seq)
+            if budget is not None and score[0] <= budget:
+                return best, (seq, name, score)
+            if score[0] <= sequences.graph.lower_bound:
+                pool.clear()
+                return best, None
+            if over:
+                log.debug("least-peak from %s: stalled at peak %d", name, score[0])
+                del pool[k]
+        slice_seconds *= 2
+    return best, None
+
+
+def _fastsa_sequence(seconds: float, graph: Graph, seed: int, stop: threading.Event | None) -> np.ndarray:
+    """FastSA's compute sequence with the peak as its objective (also under a budget: fitting comes first)."""
+    from remat_models.heuristics.fastsa import fastsa
+
+    result = fastsa(graph, 0, seed=seed, time_limit=seconds, stop=stop, objective="memory")
+    return np.asarray(result.schedule.compute_sequence(), dtype=np.int64)
 
 
 def least_peak(
