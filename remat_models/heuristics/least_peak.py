@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from remat_models.core.graph import Graph
+from remat_models.core.graph import Graph, NodeKind
 from remat_models.core.schedule import Schedule, lift_schedule, simulate
 from remat_models.heuristics import _sequence_kernels as kernels
 from remat_models.heuristics.baselines import greedy_baseline, knapsack_baseline, sqrtn_baseline
@@ -39,9 +39,10 @@ log = logging.getLogger(__name__)
 
 TIME_LIMIT = 10.0  # seconds, when the caller gives none
 CANDIDATES = 64  # largest resident values tried per step of the descent
-CHEAPEN_SHARE = 0.15  # of the time left after the starts, kept for removing recomputations at the peak found
-STARTS_SHARE = 0.4  # of that time, for the descents from the baselines (what they leave goes on)
-FASTSA_SHARE = 0.7  # of what is left then (less the cheapening's share): FastSA, then a descent from its result
+CHEAPEN_SHARE = 0.15  # of the time limit, for removing recomputations at the end (kept free by the searches)
+STARTS_SHARE = 0.5  # of that time, for the descents from the baselines (what they leave goes on)
+FASTSA_SHARE = 0.4  # of what is left then (less the cheapening's share): FastSA, then a descent from its result
+FASTSA_SHARE_NO_BACKWARD = 0.7  # the same on graphs without a backward pass (measured: FastSA's start wins there)
 FASTSA_MIN_SECONDS = 1.0
 ROUND_SECONDS = 0.25  # the first slice of each start's descent; slices double every round
 
@@ -218,6 +219,8 @@ def _best_move(
                     peak, count = during, 1
                 elif during == peak:
                     count += 1
+                if peak == best_peak and count > best_count:
+                    break
                 in_use += mem[u] - freed[p]
             if peak > best_peak or (peak == current[0] and count >= current[1]):
                 continue
@@ -407,7 +410,8 @@ def least_peak_search(
         starts_end = time.perf_counter() + STARTS_SHARE * left
         pool = sorted(found, key=lambda item: item[0], reverse=True)
         best, best_fit = _descents(sequences, pool, budget, best, starts_end, stop)
-        fastsa_seconds = FASTSA_SHARE * (searches_end - time.perf_counter())
+        training = bool(graph.of_kind(NodeKind.BACKWARD).any())
+        fastsa_seconds = (FASTSA_SHARE if training else FASTSA_SHARE_NO_BACKWARD) * (searches_end - time.perf_counter())
         stopped = stop is not None and stop.is_set()
         if best_fit is None and best[0][0] > graph.lower_bound and fastsa_seconds >= FASTSA_MIN_SECONDS and not stopped:
             annealed = _fastsa_sequence(fastsa_seconds, graph, seed, stop)
@@ -416,7 +420,8 @@ def least_peak_search(
             best, best_fit = _descents(sequences, pool, budget, best, searches_end, stop)
     score, name, seq = best if best_fit is None else (best_fit[2], best_fit[1], best_fit[0])
     if score[2] > graph.total_cost and not (stop is not None and stop.is_set()):
-        seq, score = sequences.cheapen(seq, score[0] if best_fit is None else target, deadline)
+        until = min(deadline, time.perf_counter() + CHEAPEN_SHARE * (deadline - started))
+        seq, score = sequences.cheapen(seq, score[0] if best_fit is None else target, until)
     schedule = sequence_schedule(graph, seq)
     result = simulate(graph, schedule)
     wall = time.perf_counter() - started

@@ -21,6 +21,7 @@ INIT_FASTSA_NODES = 500  # the default warm start adds a short FastSA run from t
 INIT_FASTSA_SHARE = 0.2
 INIT_SHARE = 0.3  # of the time limit the default warm start may take: no candidate after the first starts later
 INIT_FASTSA_MIN_SECONDS = 1.0  # less of the warm start's share left than this: no FastSA run
+INIT_LEAST_PEAK_SHARE = 0.6  # of the time limit, the least-peak fallback may run until (nothing fits without it)
 INIT_LEAST_PEAK_MIN_SECONDS = 1.0  # the least-peak fallback gets at least this (or half the time limit, if less)
 
 
@@ -71,17 +72,20 @@ def auto_init(
     cheapest first, the deadline checked before each (the first always runs), and FastSA gets at most what
     is left of the share (none if less than ``INIT_FASTSA_MIN_SECONDS``).
     When no fast baseline fits, the least-peak search (:mod:`~remat_models.heuristics.least_peak`) runs first,
-    within what is left of the share (at least ``INIT_LEAST_PEAK_MIN_SECONDS``, or half the time limit if
-    that is less; ``LEAST_PEAK_TIME_LIMIT`` without a limit): it stops once within the budget, so every
-    budget above the peak it reaches gets a start. None when nothing fits: the solver then starts as it
-    would without a warm start (Moccasin from the input order, or its staged greedy on small graphs).
+    until ``INIT_LEAST_PEAK_SHARE`` of the time limit (a longer share: without a start the solvers rarely fit
+    there; at least ``INIT_LEAST_PEAK_MIN_SECONDS``, or half the limit if less; ``LEAST_PEAK_TIME_LIMIT``
+    without a limit): it stops once within the budget, so every budget above the peak it reaches gets a start.
+    None when nothing fits: the solver then starts as it would without a warm start (Moccasin from the input
+    order, or its staged greedy on small graphs).
     """
-    deadline = None if time_limit is None else time.perf_counter() + INIT_SHARE * time_limit
+    started = time.perf_counter()
+    deadline = None if time_limit is None else started + INIT_SHARE * time_limit
     baselines = fast_baselines(graph, budget, deadline)
     best = cheapest_fitting(graph, budget, list(baselines.values()))
     candidates: list[Schedule] = []
     if best is None and not (stop is not None and stop.is_set()):
-        candidates.append(_least_peak(graph, budget, baselines, time_limit, deadline, stop))
+        until = None if time_limit is None else started + INIT_LEAST_PEAK_SHARE * time_limit
+        candidates.append(_least_peak(graph, budget, baselines, time_limit, until, stop))
     if graph.n >= INIT_FASTSA_NODES and not (stop is not None and stop.is_set()):
         seconds = min(30.0, max(1.0, INIT_FASTSA_SHARE * (time_limit or DEFAULT_TIME_LIMIT)))
         if deadline is not None:
@@ -102,14 +106,14 @@ def _least_peak(
     budget: int,
     baselines: dict[str, Schedule],
     time_limit: float | None,
-    deadline: float | None,
+    until: float | None,
     stop: threading.Event | None,
 ) -> Schedule:
-    """The least-peak search's schedule at ``budget`` within the warm start's share (the baselines reused)."""
-    if deadline is None or time_limit is None:
+    """The least-peak search's schedule at ``budget``, running until ``until`` (the baselines reused)."""
+    if until is None or time_limit is None:
         seconds = LEAST_PEAK_TIME_LIMIT
     else:
-        seconds = max(deadline - time.perf_counter(), min(INIT_LEAST_PEAK_MIN_SECONDS, 0.5 * time_limit))
+        seconds = max(until - time.perf_counter(), min(INIT_LEAST_PEAK_MIN_SECONDS, 0.5 * time_limit))
     log.info("warm start: no fast baseline fits; least-peak search for at most %.1f s", seconds)
     return least_peak_search(graph, budget, time_limit=seconds, stop=stop, starts=baselines).schedule
 
