@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -102,3 +103,11 @@ def test_registered_as_a_heuristic() -> None:
     graph = unet(3)
     schedule, details = run_heuristic("least-peak", graph, 0, time_limit=2)
     assert simulate(graph, schedule).peak == details["peak"]
+
+
+def test_keeps_its_time_limit() -> None:
+    graph = random_layered(400, seed=1)  # no backward pass: the descents do not stall within a second
+    started = time.perf_counter()
+    found = least_peak_search(graph, time_limit=1.0)
+    assert time.perf_counter() - started <= 1.1 * 1.0 + 2.0
+    assert simulate(graph, found.schedule).peak == found.peak
