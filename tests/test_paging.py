@@ -72,8 +72,8 @@ def test_small_graphs_decode_within_the_model(formulation, backend, speed, name)
     for fraction in (0.6, 0.7, 0.8, 0.9, 1.0):  # the tightest budget the base model can meet
         budget = int(max(graph.lower_bound, fraction * peak))
         base = plan(graph, budget, formulation=formulation, backend=backend, time_limit=30)
-        if base.status is PlanStatus.WITHIN_BUDGET:
-            break
+        if base.status is PlanStatus.WITHIN_BUDGET and not base.details.get("returned_warm_start"):
+            break  # the model itself has a schedule here (not only the warm start, e.g. least-peak's)
     paged = solve(graph, budget, formulation, backend, [Paging(transfer)])
     check_against_simulator(graph, budget, paged, transfer)
     assert paged.simulation.total_cost <= base.simulation.total_cost + 1e-6  # paging only adds options

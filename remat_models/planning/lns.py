@@ -99,6 +99,7 @@ def improve_by_windows(
             log.debug("window %s: %s", ranges, error)
             continue
         seconds = time.perf_counter() - solved_at
+        log.debug("window %s: %d nodes, %s in %.1f s", ranges, window.graph.n, outcome.status.value, seconds)
         if outcome.status is SolveStatus.OPTIMAL and seconds < limit / 4:
             half = min(MAX_STEPS, int(half * GROW) + 1)
         elif outcome.status is not SolveStatus.OPTIMAL:
@@ -168,6 +169,6 @@ def _ranges(first: int, second: int, half: int, total: int) -> list[tuple[int, i
     lo, hi = sorted((first, second))
     a1, b1 = max(0, lo - half), min(total, lo + half + 1)
     a2, b2 = max(0, hi - half), min(total, hi + half + 1)
-    if a2 <= b1 + 1:
-        return [(a1, b2)]
+    if a2 <= b1:
+        return [(a1, max(b1, b2))]
     return [(a1, b1), (a2, b2)]

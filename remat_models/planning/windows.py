@@ -1,30 +1,34 @@
 """A window of a schedule as a graph of its own: what an exact re-solve of some of its steps sees.
 
-Take a compute sequence and one range of positions ``[a, b)``, or two ranges with a fixed middle between
-them (a layer's forward steps and its backward steps, say). Everything else stays as it is; the window's
-steps may be replaced by any sequence that starts from what is resident before ``a``, lets the middle run,
-and leaves resident what the steps from ``b`` on read. That is a rematerialization problem on a small
-graph, so every formulation solves it with its own model, unchanged:
+Take a compute sequence and some ordered, disjoint ranges of its positions (a layer's forward steps and its
+backward steps, say, or those of two layers); the steps between them, the *middles*, stay fixed, as does
+everything before the first range and after the last. The window's steps may be replaced by any sequence that
+starts from what is resident before the first range, lets the middles run in order, and leaves resident what
+the steps after the last range read. That is a rematerialization problem on a small graph, so every
+formulation solves it with its own model, unchanged:
 
-- the window's nodes (each once, in the order of their first computation, with the global node's cost,
-  bytes, workspace, kind and recomputability);
-- one *input* per value resident before ``a`` that the window reads: cost 0, not recomputable, the value's
-  bytes. A zero-byte *gate* node reads every input and is read by every window node, so every schedule of
-  the window graph holds all inputs at its start, as the real schedule does;
-- the fixed middle as one *middle* node (cost 0, not recomputable): it reads every value the middle reads
-  that was made before it, its output is the bytes of the middle's own values still resident when the
-  second range starts (read by the window nodes and later steps that read any of them), and its workspace
-  raises its step to the middle's own peak;
-- fixed memory: the graph's, plus every value resident before ``a`` that nothing in the window reads;
-- outputs: the values the steps after the window read (or graph outputs kept to the end).
+- the window's nodes, in the order of their first computation, with the global node's cost, bytes, workspace,
+  kind and recomputability. A node computed again from other sources (an input once, its recomputation in the
+  window later) gets one node per set of sources (a *version*), so the current steps are always a schedule of
+  the window graph (its warm start);
+- one *input* per value resident before the first range that the window reads: cost 0, not recomputable, the
+  value's bytes. A zero-byte *gate* node reads every input and is read by every window node, so every schedule
+  of the window graph holds all inputs at its start, as the real schedule does;
+- each middle as a chain of zero-cost, zero-byte *chunks* (cut after the last read of a value made outside that
+  middle): a chunk reads what its steps read from outside the middle, and its workspace is the middle's own
+  values' peak over its steps. A value a middle makes that a later range or middle reads becomes a node of its
+  own (read by the middle's last chunk); the middle's other values that outlive it are one node kept to the end;
+- fixed memory: the graph's, plus every value resident before the first range that nothing in the window reads;
+- outputs: what the steps after the window read (or graph outputs kept to the end).
 
-With one range the window graph's memory at each of its steps is the whole schedule's memory at that step;
-with a middle it is never below it (the middle's reads and values count for all of it), so a window schedule
-within the budget splices into a whole schedule within it. The simulator still checks every splice.
+With one range the window graph's memory at each of its steps is the whole schedule's memory at that step; with
+middles it is never below it (a chunk holds what it reads for all of its steps), so a window schedule within the
+budget splices into a whole schedule within it. The simulator still checks every splice.
 """
 
 from __future__ import annotations
 
+import heapq
 import itertools
 from dataclasses import dataclass, field
 
@@ -34,8 +38,11 @@ from remat_models.core.graph import Graph, NodeKind
 from remat_models.core.schedule import Compute, Schedule, eager_frees
 from remat_models.errors import InvalidScheduleError
 
+Key = int | tuple  # a window node: a global node, ("ver", node, k), ("out", node), ("rest", m), or a chunk
+MAX_EXTENSIONS = 3  # times a window widens back to where a value read from two sources was made
+EXTEND_FACTOR = 3  # ... while it stays within this many times its asked size
 GATE = -1  # gid of the gate node
-REST = -2  # gid of the node of the middle's values that outlive the window unread by it (and of each value it reads)
+MIDDLE = -2  # gid of every node standing for a middle's values; chunk j has gid -3 - j
 
 
 @dataclass(frozen=True)
@@ -72,17 +79,18 @@ class Lifetimes:
 
 @dataclass(frozen=True)
 class Window:
-    """Ranges of a sequence as a graph: ``gid[i]``: local node i's global node (negative: gate, middle).
+    """Ranges of a sequence as a graph: ``gid[i]``: local node i's global node (negative: gate, middles).
 
-    Local ids below ``n_fixed`` are the inputs and the gate.
+    Local ids below ``n_fixed`` are the inputs and the gate; ``chunks`` maps each chunk's local id to the
+    positions of the sequence it stands for.
     """
 
     ranges: tuple[tuple[int, int], ...]
     graph: Graph
     gid: np.ndarray
     n_fixed: int
-    init: Schedule | None  # the window's current steps on the window graph (None if they do not fit it)
-    chunks: dict[int, list[int]]  # local id of each middle chunk -> the positions of the sequence it stands for
+    init: Schedule  # the window's current steps on the window graph
+    chunks: dict[int, list[int]]
 
     @property
     def steps(self) -> int:
@@ -90,7 +98,7 @@ class Window:
         return sum(stop - start for start, stop in self.ranges)
 
     def splice(self, sequence: tuple[int, ...], local: Schedule) -> list[int]:
-        """The whole compute sequence with the window's steps replaced by ``local``'s (the middle in its place)."""
+        """The whole compute sequence with the window's steps replaced by ``local``'s (the middles in place)."""
         first, last = self.ranges[0][0], self.ranges[-1][1]
         steps: list[int] = []
         for step in local.steps:
@@ -105,130 +113,192 @@ class Window:
 
 @dataclass
 class _Parts:
-    """What a walk over the window's positions collects (global node ids; negative ids for middle nodes)."""
+    """What a walk over the window's positions collects."""
 
-    inputs: dict[int, int]  # global node -> position of its instance resident before the window
-    order: list[int]  # window nodes and middle nodes in the order of their first computation
-    reads: dict[int, list[tuple[str, int]]]  # node -> its first computation's reads ("in" | "win", id)
-    chunks: list[list[int]]  # the middle's positions, cut after each last read of a value made before it
-    outs: dict[int, int] = field(default_factory=dict)  # middle values the second range reads -> their positions
-    mixed: bool = False  # a node computed twice read different sources: its current steps are not a warm start
+    inputs: dict[int, int] = field(default_factory=dict)  # global node -> position of its resident instance
+    order: list[Key] = field(default_factory=list)  # window and middle nodes in first-computation order
+    reads: dict[Key, list[tuple[str, Key]]] = field(default_factory=dict)  # node -> reads ("in" | "win", key)
+    chunks: list[list[int]] = field(default_factory=list)  # each chunk's positions, in order
+    chunk_middle: list[int] = field(default_factory=list)  # the middle of each chunk
+    outs: dict[int, int] = field(default_factory=dict)  # middle values read outside their middle -> position
+    key_at: dict[int, Key] = field(default_factory=dict)  # position in the ranges -> the node it computes
+    mixed: bool = False  # a node computed twice read different sources (it has versions)
+    extend: set[int] = field(default_factory=set)  # where the values such reads came from were made
 
 
 def _chunk(j: int) -> int:
-    """The id of middle chunk ``j``."""
-    return REST - 1 - j
+    """The key (and gid) of chunk ``j``."""
+    return MIDDLE - 1 - j
 
 
 def window_of(graph: Graph, lifetimes: Lifetimes, ranges: list[tuple[int, int]]) -> Window:
-    """The window graph of one range ``[(a, b)]`` or two ``[(a1, b1), (a2, b2)]`` of ``lifetimes.sequence``."""
-    bad = any(a >= b for a, b in ranges) or (len(ranges) == 2 and ranges[0][1] >= ranges[1][0])
-    if not 1 <= len(ranges) <= 2 or bad:
-        raise ValueError(f"a window is one or two ordered, disjoint, non-empty ranges, got {ranges}")
-    sequence, start, stop = lifetimes.sequence, ranges[0][0], ranges[-1][1]
-    resident = {sequence[p]: p for p in range(start) if lifetimes.alive_after(p, start)}
-    middle = range(ranges[0][1], ranges[1][0]) if len(ranges) == 2 else range(0)
-    parts = _walk(graph, lifetimes, resident, start, stop, middle)
-    return _assemble(graph, lifetimes, ranges, resident, parts, middle)
+    """The window graph of the ordered, disjoint, non-empty ``ranges`` of ``lifetimes.sequence``."""
+    ranges = [(int(a), int(b)) for a, b in ranges]
+    if not ranges or any(a >= b for a, b in ranges) or any(b1 >= a2 for (_, b1), (a2, _) in itertools.pairwise(ranges)):
+        raise ValueError(f"a window is ordered, disjoint, non-empty ranges with steps between them, got {ranges}")
+    if ranges[0][0] < 0 or ranges[-1][1] > len(lifetimes.sequence):
+        raise ValueError(f"ranges {ranges} fall outside a sequence of {len(lifetimes.sequence)} steps")
+    steps = sum(b - a for a, b in ranges)
+    for attempt in range(MAX_EXTENSIONS + 1):
+        start = ranges[0][0]
+        resident = {lifetimes.sequence[p]: p for p in range(start) if lifetimes.alive_after(p, start)}
+        parts = _walk(graph, lifetimes, resident, ranges)
+        wider = _extended(ranges, parts.extend) if parts.mixed and attempt < MAX_EXTENSIONS else ranges
+        if wider == ranges or sum(b - a for a, b in wider) > EXTEND_FACTOR * steps:
+            break
+        ranges = wider
+    return _assemble(graph, lifetimes, ranges, resident, parts)
 
 
-def _walk(graph: Graph, lifetimes: Lifetimes, resident: dict[int, int], start: int, stop: int, middle: range) -> _Parts:
-    """Walk positions ``[start, stop)``: who reads what (each chunk of the middle reads as one node)."""
+def _extended(ranges: list[tuple[int, int]], made: set[int]) -> list[tuple[int, int]]:
+    """The ranges widened back to where values read from two sources were made (fewer versions), merged."""
+    wider: list[tuple[int, int]] = []
+    previous_stop = 0
+    for a, b in ranges:
+        a = min([a, *(m for m in made if previous_stop <= m < a)])
+        if wider and a <= wider[-1][1]:
+            wider[-1] = (wider[-1][0], b)
+        else:
+            wider.append((a, b))
+        previous_stop = b
+    return wider
+
+
+def _middles(ranges: list[tuple[int, int]]) -> dict[int, int]:
+    """Position -> index of the middle it lies in, for the steps between the ranges."""
+    return {p: m for m, ((_, b), (a, _)) in enumerate(itertools.pairwise(ranges)) for p in range(b, a)}
+
+
+def _walk(graph: Graph, lifetimes: Lifetimes, resident: dict[int, int], ranges: list[tuple[int, int]]) -> _Parts:
+    """Walk the window's positions: who reads what (each chunk of a middle reads as one node)."""
     sequence = lifetimes.sequence
     pred_ptr, pred_idx = graph.pred_ptr.tolist(), graph.pred_idx.tolist()
-    parts = _Parts({}, [], {}, [])
-    source: dict[int, int] = {}  # global node -> position of its live instance made in the window (or middle)
+    middle_of = _middles(ranges)
+    ends = {a - 1 for _, (a, _) in itertools.pairwise(ranges)}  # each middle's last position
+    parts = _Parts()
+    source: dict[int, int] = {}  # global node -> position of its live instance made in the window
+    holder: dict[int, Key] = {}  # global node -> the window node of its live instance made in a range
+    versions: dict[int, list[Key]] = {}  # global node -> its window nodes, one per distinct set of reads
+    outside: dict[Key, list[int]] = {}  # window node -> where the values its first computation read were made
+    last_chunk: dict[int, int] = {}  # middle -> key of its last chunk (once it has ended)
     chunk: list[int] = []
-    for position in range(start, stop):
+    for position in range(ranges[0][0], ranges[-1][1]):
         v = sequence[position]
-        in_middle = position in middle
-        reader = _chunk(len(parts.chunks)) if in_middle else v
-        reads: list[tuple[str, int]] = []
-        closes = False  # a value made before the middle is read here for the last time: the chunk ends
+        here = middle_of.get(position)
+        reads: list[tuple[str, Key]] = []
+        made_at: list[int] = []  # where the values this step reads from outside the ranges were made
+        closes = False  # a value made outside this middle is read here for the last time: the chunk ends
         for u in pred_idx[pred_ptr[v] : pred_ptr[v + 1]]:
             made = source.get(u)
             if made is None:
                 if u not in resident:
                     raise InvalidScheduleError(f"window reads {graph.names[u]!r}, which is not resident", step=position)
                 parts.inputs.setdefault(u, resident[u])
-                reads.append(("in", u))
                 made = resident[u]
-            elif made in middle:
-                if not in_middle:
-                    key = ("out", u)
-                    if key not in parts.reads:
-                        parts.order.append(key)
-                        parts.reads[key] = [("win", _chunk(len(parts.chunks) - 1))]
-                        parts.outs[u] = made
-                    reads.append(("win", key))
-                continue
+                reads.append(("in", u))
+                made_at.append(made)
+            elif made in middle_of:
+                if middle_of[made] == here:
+                    continue  # the middle's own value: counted in its chunks' workspace
+                key = ("out", u)
+                if key not in parts.reads:
+                    parts.order.append(key)
+                    parts.reads[key] = [("win", last_chunk[middle_of[made]])]
+                    parts.outs[u] = made
+                reads.append(("win", key))
+                made_at.append(made)
             else:
-                reads.append(("win", u))
-            closes |= in_middle and int(lifetimes.last_use[made]) == position
+                reads.append(("win", holder[u]))
+            closes |= here is not None and int(lifetimes.last_use[made]) == position
         source[v] = position
-        if reader not in parts.reads:
+        if here is not None:
+            _add_middle_step(parts, chunk, position, here, reads)
+            if closes or position in ends:
+                parts.chunks.append(chunk)
+                parts.chunk_middle.append(here)
+                chunk = []
+                if position in ends:
+                    last_chunk[here] = _chunk(len(parts.chunks) - 1)
+                    parts.order.append(("rest", here))
+                    parts.reads[("rest", here)] = [("win", last_chunk[here])]
+            continue
+        known = versions.setdefault(v, [])
+        reader = next((key for key in known if parts.reads[key] == reads), None)
+        if reader is None:
+            if known:
+                parts.mixed = True
+                parts.extend.update(made_at, outside[known[0]])
+            reader = ("ver", v, len(known)) if known else v
+            known.append(reader)
             parts.order.append(reader)
             parts.reads[reader] = reads
-        elif in_middle:
-            parts.reads[reader] += reads
-        elif reads != parts.reads[reader]:
-            parts.mixed = True
-        if in_middle:
-            chunk.append(position)
-            if closes or position == middle[-1]:
-                parts.chunks.append(chunk)
-                chunk = []
-                if position == middle[-1]:
-                    parts.order.append(REST)
-                    parts.reads[REST] = [("win", _chunk(len(parts.chunks) - 1))]
+            outside[reader] = made_at
+        parts.key_at[position] = reader
+        holder[v] = reader
     return parts
 
 
-def _middle_sizes(graph: Graph, lifetimes: Lifetimes, parts: _Parts, middle: range) -> tuple[list[int], int]:
-    """Each chunk's peak of the middle's own values (its workspace), and their bytes when the middle ends."""
+def _add_middle_step(parts: _Parts, chunk: list[int], position: int, middle: int, reads: list[tuple[str, Key]]) -> None:
+    """Add a middle step to the open chunk (a new chunk node on its first step; chained after the previous one)."""
+    key = _chunk(len(parts.chunks))
+    if not chunk:
+        parts.order.append(key)
+        previous = [("win", _chunk(len(parts.chunks) - 1))] if parts.chunks else []
+        parts.reads[key] = previous
+    parts.reads[key] += reads
+    chunk.append(position)
+
+
+def _middle_sizes(graph: Graph, lifetimes: Lifetimes, parts: _Parts, ranges: list[tuple[int, int]]) -> list[int]:
+    """Each chunk's peak of its middle's own values (its workspace); a middle's own values reset at its start."""
     sequence, mem, workspace = lifetimes.sequence, graph.mem, graph.workspace
+    ends = [a for _, (a, _) in itertools.pairwise(ranges)]
     frees: dict[int, int] = {}
-    own, peaks = 0, []
-    for chunk in parts.chunks:
+    own, peaks, current = 0, [], -1
+    for chunk, middle in zip(parts.chunks, parts.chunk_middle, strict=True):
+        if middle != current:
+            own, frees, current = 0, {}, middle
         peak = 0
         for position in chunk:
             v = sequence[position]
             peak = max(peak, own + int(mem[v]) + int(workspace[v]))
             own += int(mem[v]) - frees.pop(position, 0)
-            if not lifetimes.alive_after(position, middle.stop):
+            if not lifetimes.alive_after(position, ends[middle]):
                 end = int(lifetimes.last_use[position])
                 if end == position:
                     own -= int(mem[v])
                 else:
                     frees[end] = frees.get(end, 0) + int(mem[v])
         peaks.append(peak)
-    return peaks, own
+    return peaks
+
+
+def _rest_bytes(graph: Graph, lifetimes: Lifetimes, parts: _Parts, ranges: list[tuple[int, int]]) -> dict[int, int]:
+    """Per middle: the bytes of its values that outlive it but that nothing outside it reads in the window."""
+    rest: dict[int, int] = {}
+    for p, m in _middles(ranges).items():
+        if lifetimes.alive_after(p, ranges[m + 1][0]) and parts.outs.get(lifetimes.sequence[p]) != p:
+            rest[m] = rest.get(m, 0) + int(graph.mem[lifetimes.sequence[p]])
+    return rest
 
 
 def _assemble(
-    graph: Graph,
-    lifetimes: Lifetimes,
-    ranges: list[tuple[int, int]],
-    resident: dict[int, int],
-    parts: _Parts,
-    middle: range,
+    graph: Graph, lifetimes: Lifetimes, ranges: list[tuple[int, int]], resident: dict[int, int], parts: _Parts
 ) -> Window:
     """The window graph (order: inputs, the gate, window and middle nodes in first-computation order)."""
-    sequence, start, stop = lifetimes.sequence, ranges[0][0], ranges[-1][1]
+    stop = ranges[-1][1]
+    parts.order = _topological(parts)
     inputs = list(parts.inputs)
     n_fixed = len(inputs) + int(bool(inputs))
-    local = {v: n_fixed + i for i, v in enumerate(parts.order)}
+    local = {key: n_fixed + i for i, key in enumerate(parts.order)}
     in_index = {u: i for i, u in enumerate(inputs)}
     pairs = {
         (in_index[u] if kind == "in" else local[u], local[v]) for v, reads in parts.reads.items() for kind, u in reads
     }
-    chain = [_chunk(j) for j in range(len(parts.chunks))]
-    pairs |= {(local[a], local[b]) for a, b in itertools.pairwise(chain)}
     if inputs:
         gate = len(inputs)
         pairs |= {(i, gate) for i in range(gate)} | {(gate, j) for j in local.values()}
-    keys = [REST if isinstance(v, tuple) else v for v in parts.order]
-    gid = np.array([*inputs, *([GATE] if inputs else []), *keys], dtype=np.int64)
+    gid = np.array([*inputs, *([GATE] if inputs else []), *(_gid(key) for key in parts.order)], dtype=np.int64)
     is_own = gid >= 0
     is_own[:n_fixed] = False
     own = gid[is_own]
@@ -238,22 +308,19 @@ def _assemble(
     mem[is_own], workspace[is_own], cost[is_own] = graph.mem[own], graph.workspace[own], graph.cost[own]
     recomputable[is_own] = graph.recomputable[own]
     outputs = {in_index[u] for u, p in parts.inputs.items() if lifetimes.alive_after(p, stop)}
-    if parts.chunks:
-        peaks, left = _middle_sizes(graph, lifetimes, parts, middle)
-        for j, peak in enumerate(peaks):
-            workspace[local[_chunk(j)]] = peak
-        for u, made in parts.outs.items():
-            mem[local[("out", u)]] = graph.mem[u]
-            if lifetimes.alive_after(made, stop):
-                outputs.add(local[("out", u)])
-        mem[local[REST]] = left - sum(int(graph.mem[u]) for u in parts.outs)
-        if mem[local[REST]] > 0:
-            outputs.add(local[REST])
-    last = {sequence[p]: p for p in range(start, stop) if p not in middle}
-    outputs |= {local[v] for v, p in last.items() if lifetimes.alive_after(p, stop)}
+    outputs |= {local[key] for p, key in parts.key_at.items() if lifetimes.alive_after(p, stop)}
+    for j, peak in enumerate(_middle_sizes(graph, lifetimes, parts, ranges)):
+        workspace[local[_chunk(j)]] = peak
+    for u, made in parts.outs.items():
+        mem[local[("out", u)]] = graph.mem[u]
+        if lifetimes.alive_after(made, stop):
+            outputs.add(local[("out", u)])
+    for m, size in _rest_bytes(graph, lifetimes, parts, ranges).items():
+        mem[local[("rest", m)]] = size
+        outputs.add(local[("rest", m)])
     held = sum(int(graph.mem[u]) for u in resident if u not in parts.inputs)
     names = [f"{graph.names[u]}@in" for u in inputs] + ["@gate"] * int(bool(inputs))
-    names += [_name(graph, v) for v in parts.order]
+    names += [_name(graph, key) for key in parts.order]
     window_graph = Graph.from_arrays(
         names,
         cost,
@@ -265,25 +332,70 @@ def _assemble(
         outputs=sorted(outputs),
         fixed_mem=int(graph.fixed_mem) + held,
         order=list(range(len(names))),
-        name=f"{graph.name}{list(ranges)}",
+        name=f"{graph.name}{ranges}",
     )
-    chunk_of = {p: _chunk(j) for j, chunk in enumerate(parts.chunks) for p in chunk}
-    middle_steps = {p: ([local[chunk_of[p]]] if p == chunk[0] else []) for chunk in parts.chunks for p in chunk}
-    if parts.chunks:
-        outs = [local[("out", u)] for u in parts.outs]
-        middle_steps[middle[-1]] = [*middle_steps[middle[-1]], local[REST], *outs]
-    init = None
-    if not parts.mixed:
-        steps = list(range(n_fixed))
-        for p in range(start, stop):
-            steps += middle_steps[p] if p in middle else [local[sequence[p]]]
-        init = eager_frees(window_graph, steps)
-    chunks = {local[c]: parts.chunks[j] for j, c in enumerate(chain)}
-    return Window(tuple(ranges), window_graph, gid, n_fixed, init, chunks)
+    return Window(
+        tuple(ranges),
+        window_graph,
+        gid,
+        n_fixed,
+        _init(window_graph, parts, local, ranges, n_fixed),
+        {local[_chunk(j)]: chunk for j, chunk in enumerate(parts.chunks)},
+    )
 
 
-def _name(graph: Graph, key: int | tuple[str, int]) -> str:
-    """A window node's name: the global node's, or one for the middle's nodes."""
+def _init(
+    window_graph: Graph, parts: _Parts, local: dict[Key, int], ranges: list[tuple[int, int]], n_fixed: int
+) -> Schedule:
+    """The window's current steps on its graph: inputs, gate, then each position's node (a middle's at its end)."""
+    middle_of = _middles(ranges)
+    chunk_start = {chunk[0]: local[_chunk(j)] for j, chunk in enumerate(parts.chunks)}
+    after_middle: dict[int, list[int]] = {}
+    for m in set(middle_of.values()):
+        outs = [local[("out", u)] for u, p in parts.outs.items() if middle_of[p] == m]
+        after_middle[ranges[m + 1][0] - 1] = [local[("rest", m)], *outs]
+    steps = list(range(n_fixed))
+    for p in range(ranges[0][0], ranges[-1][1]):
+        if p in middle_of:
+            steps += ([chunk_start[p]] if p in chunk_start else []) + after_middle.get(p, [])
+        else:
+            steps.append(local[parts.key_at[p]])
+    return eager_frees(window_graph, steps)
+
+
+def _topological(parts: _Parts) -> list[Key]:
+    """``parts.order`` sorted so every node follows what it reads (a chunk may read a later-made middle value)."""
+    rank = {key: i for i, key in enumerate(parts.order)}
+    waiting = {key: {u for kind, u in parts.reads[key] if kind == "win"} for key in parts.order}
+    readers: dict[Key, list[Key]] = {}
+    for key, needs in waiting.items():
+        for u in needs:
+            readers.setdefault(u, []).append(key)
+    ready = [(rank[key], key) for key, needs in waiting.items() if not needs]
+    heapq.heapify(ready)
+    ordered: list[Key] = []
+    while ready:
+        _, key = heapq.heappop(ready)
+        ordered.append(key)
+        for reader in readers.get(key, []):
+            waiting[reader].discard(key)
+            if not waiting[reader]:
+                heapq.heappush(ready, (rank[reader], reader))
+    return ordered
+
+
+def _gid(key: Key) -> int:
+    """The global node of a window node (its node for a version; ``MIDDLE`` for a middle's values; else the key)."""
     if isinstance(key, tuple):
-        return f"{graph.names[key[1]]}@middle"
-    return graph.names[key] if key >= 0 else ("@middle-rest" if key == REST else f"@middle{REST - 1 - key}")
+        return key[1] if key[0] == "ver" else MIDDLE
+    return key
+
+
+def _name(graph: Graph, key: Key) -> str:
+    """A window node's name: the global node's (``#k`` for version k), or one for a middle's nodes."""
+    if isinstance(key, tuple):
+        kind, x = key[0], key[1]
+        return {"ver": lambda: f"{graph.names[x]}#{key[2]}", "out": lambda: f"{graph.names[x]}@middle"}.get(
+            kind, lambda: f"@middle{x}-rest"
+        )()
+    return graph.names[key] if key >= 0 else f"@chunk{MIDDLE - 1 - key}"
