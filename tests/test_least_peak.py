@@ -76,7 +76,7 @@ def test_never_below_the_brute_force(seed: int) -> None:
 
 @pytest.mark.parametrize("graph", [unet(3), linear_chain(30), transformer(2)], ids=lambda g: g.name)
 def test_fits_every_budget_it_claims(graph: Graph) -> None:
-    """Training graphs (on random-layered ones a loaded machine's shorter search can stop above: docs/performance.md)."""
+    """Training graphs (on random-layered ones a shorter search under load can stop above: docs/performance.md)."""
     least = least_peak_search(graph, time_limit=3)
     top = simulate(graph, input_order_schedule(graph)).peak
     for budget in (0, least.peak - 1, least.peak, (least.peak + top) // 2, top):
