@@ -32,6 +32,8 @@ MIN_STEPS, MAX_STEPS = 8, 400  # window half-range bounds (positions on each sid
 START_STEPS = 24
 WINDOW_SECONDS = 5.0  # the most one window solve may take
 GROW, SHRINK = 1.4, 0.6
+RECOMPUTE_SHARE = 0.8  # of the windows centred on recomputations (the rest on the peak)
+PAIR_SHARE = 0.5  # of those, centred on two recomputations
 
 
 @dataclass
@@ -133,9 +135,12 @@ def _pick(
     half: int,
     rng: np.random.Generator,
 ) -> list[tuple[int, int]]:
-    """A window: around a recomputation and its value's first computation (cost-weighted), or around the peak."""
+    """A window: around costly recomputations and their values' first computations, or around the peak.
+
+    Half the recomputation windows take two recomputations (two layers' forward and backward steps: what one
+    holds at the peak the other may drop).
+    """
     sequence = lifetimes.sequence
-    total = len(sequence)
     first: dict[int, int] = {}
     recomputed: list[int] = []
     for position, v in enumerate(sequence):
@@ -143,16 +148,17 @@ def _pick(
             recomputed.append(position)
         else:
             first[v] = position
-    if recomputed and rng.random() < 0.8:
+    if recomputed and rng.random() < RECOMPUTE_SHARE:
         weights = graph.cost[[sequence[p] for p in recomputed]] + 1e-12
-        centre = recomputed[int(rng.choice(len(recomputed), p=weights / weights.sum()))]
-        partner = first[sequence[centre]]
+        count = min(len(recomputed), 1 + int(rng.random() < PAIR_SHARE))
+        centres = rng.choice(len(recomputed), size=count, replace=False, p=weights / weights.sum())
+        positions = [p for c in centres.tolist() for p in (recomputed[c], first[sequence[recomputed[c]]])]
     else:
         steps = [k for k, s in enumerate(schedule.steps) if isinstance(s, Compute)]
         centre = int(np.searchsorted(steps, simulation.peak_step))
-        centre = min(max(centre + int(rng.integers(-half, half + 1)), 0), total - 1)
-        partner = _producer_of_largest(graph, lifetimes, centre)
-    return _ranges(partner, centre, half, total)
+        centre = min(max(centre + int(rng.integers(-half, half + 1)), 0), len(sequence) - 1)
+        positions = [centre, _producer_of_largest(graph, lifetimes, centre)]
+    return _ranges(positions, half, len(sequence))
 
 
 def _producer_of_largest(graph: Graph, lifetimes: Lifetimes, position: int) -> int:
@@ -164,11 +170,13 @@ def _producer_of_largest(graph: Graph, lifetimes: Lifetimes, position: int) -> i
     return where
 
 
-def _ranges(first: int, second: int, half: int, total: int) -> list[tuple[int, int]]:
-    """One range around both positions if they are close, else one around each."""
-    lo, hi = sorted((first, second))
-    a1, b1 = max(0, lo - half), min(total, lo + half + 1)
-    a2, b2 = max(0, hi - half), min(total, hi + half + 1)
-    if a2 <= b1:
-        return [(a1, max(b1, b2))]
-    return [(a1, b1), (a2, b2)]
+def _ranges(positions: list[int], half: int, total: int) -> list[tuple[int, int]]:
+    """Ranges of ``half`` steps each side of each position, merged where they touch (a middle needs a step)."""
+    merged: list[tuple[int, int]] = []
+    for centre in sorted(positions):
+        a, b = max(0, centre - half), min(total, centre + half + 1)
+        if merged and a <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+        else:
+            merged.append((a, b))
+    return merged

@@ -14,10 +14,11 @@ formulation solves it with its own model, unchanged:
 - one *input* per value resident before the first range that the window reads: cost 0, not recomputable, the
   value's bytes. A zero-byte *gate* node reads every input and is read by every window node, so every schedule
   of the window graph holds all inputs at its start, as the real schedule does;
-- each middle as a chain of zero-cost, zero-byte *chunks* (cut after the last read of a value made outside that
-  middle): a chunk reads what its steps read from outside the middle, and its workspace is the middle's own
-  values' peak over its steps. A value a middle makes that a later range or middle reads becomes a node of its
-  own (read by the middle's last chunk); the middle's other values that outlive it are one node kept to the end;
+- each middle as a chain of zero-cost, not recomputable *chunks*, cut after the last read of a value made outside
+  that middle and after each value the middle makes that outlives it. That value is the chunk's output (what
+  reads it later reads the chunk; kept to the end if the steps after the window read it); a chunk reads what its
+  steps read from outside the middle, and its workspace is the peak of the middle's short-lived values over its
+  steps (plus its own output's workspace);
 - fixed memory: the graph's, plus every value resident before the first range that nothing in the window reads;
 - outputs: what the steps after the window read (or graph outputs kept to the end).
 
@@ -38,11 +39,11 @@ from remat_models.core.graph import Graph, NodeKind
 from remat_models.core.schedule import Compute, Schedule, eager_frees
 from remat_models.errors import InvalidScheduleError
 
-Key = int | tuple  # a window node: a global node, ("ver", node, k), ("out", node), ("rest", m), or a chunk
+Key = int | tuple  # a window node: a global node, ("ver", node, k), or a chunk (negative)
 MAX_EXTENSIONS = 3  # times a window widens back to where a value read from two sources was made
 EXTEND_FACTOR = 3  # ... while it stays within this many times its asked size
 GATE = -1  # gid of the gate node
-MIDDLE = -2  # gid of every node standing for a middle's values; chunk j has gid -3 - j
+MIDDLE = -2  # chunk j of the middles has key and gid MIDDLE - 1 - j
 
 
 @dataclass(frozen=True)
@@ -120,7 +121,7 @@ class _Parts:
     reads: dict[Key, list[tuple[str, Key]]] = field(default_factory=dict)  # node -> reads ("in" | "win", key)
     chunks: list[list[int]] = field(default_factory=list)  # each chunk's positions, in order
     chunk_middle: list[int] = field(default_factory=list)  # the middle of each chunk
-    outs: dict[int, int] = field(default_factory=dict)  # middle values read outside their middle -> position
+    lasting: dict[int, int] = field(default_factory=dict)  # chunk index -> the position whose value outlives its middle
     key_at: dict[int, Key] = field(default_factory=dict)  # position in the ranges -> the node it computes
     mixed: bool = False  # a node computed twice read different sources (it has versions)
     extend: set[int] = field(default_factory=set)  # where the values such reads came from were made
@@ -180,7 +181,7 @@ def _walk(graph: Graph, lifetimes: Lifetimes, resident: dict[int, int], ranges: 
     holder: dict[int, Key] = {}  # global node -> the window node of its live instance made in a range
     versions: dict[int, list[Key]] = {}  # global node -> its window nodes, one per distinct set of reads
     outside: dict[Key, list[int]] = {}  # window node -> where the values its first computation read were made
-    last_chunk: dict[int, int] = {}  # middle -> key of its last chunk (once it has ended)
+    chunk_of: dict[int, Key] = {}  # middle position whose value outlives its middle -> the chunk it is the output of
     chunk: list[int] = []
     for position in range(ranges[0][0], ranges[-1][1]):
         v = sequence[position]
@@ -199,13 +200,8 @@ def _walk(graph: Graph, lifetimes: Lifetimes, resident: dict[int, int], ranges: 
                 made_at.append(made)
             elif made in middle_of:
                 if middle_of[made] == here:
-                    continue  # the middle's own value: counted in its chunks' workspace
-                key = ("out", u)
-                if key not in parts.reads:
-                    parts.order.append(key)
-                    parts.reads[key] = [("win", last_chunk[middle_of[made]])]
-                    parts.outs[u] = made
-                reads.append(("win", key))
+                    continue  # the middle's own value: a chunk's output or counted in its chunks' workspace
+                reads.append(("win", chunk_of[made]))
                 made_at.append(made)
             else:
                 reads.append(("win", holder[u]))
@@ -213,14 +209,14 @@ def _walk(graph: Graph, lifetimes: Lifetimes, resident: dict[int, int], ranges: 
         source[v] = position
         if here is not None:
             _add_middle_step(parts, chunk, position, here, reads)
-            if closes or position in ends:
+            lasting = lifetimes.alive_after(position, ranges[here + 1][0])
+            if lasting:
+                parts.lasting[len(parts.chunks)] = position
+                chunk_of[position] = _chunk(len(parts.chunks))
+            if closes or lasting or position in ends:
                 parts.chunks.append(chunk)
                 parts.chunk_middle.append(here)
                 chunk = []
-                if position in ends:
-                    last_chunk[here] = _chunk(len(parts.chunks) - 1)
-                    parts.order.append(("rest", here))
-                    parts.reads[("rest", here)] = [("win", last_chunk[here])]
             continue
         known = versions.setdefault(v, [])
         reader = next((key for key in known if parts.reads[key] == reads), None)
@@ -249,37 +245,34 @@ def _add_middle_step(parts: _Parts, chunk: list[int], position: int, middle: int
     chunk.append(position)
 
 
-def _middle_sizes(graph: Graph, lifetimes: Lifetimes, parts: _Parts, ranges: list[tuple[int, int]]) -> list[int]:
-    """Each chunk's peak of its middle's own values (its workspace); a middle's own values reset at its start."""
+def _middle_sizes(graph: Graph, lifetimes: Lifetimes, parts: _Parts) -> list[int]:
+    """Each chunk's workspace: the peak of its middle's short-lived values over its steps (outputs: their own).
+
+    A chunk whose last step makes a lasting value (its output) counts that step's workspace and what is alive
+    before it; the value itself is the chunk's output.
+    """
     sequence, mem, workspace = lifetimes.sequence, graph.mem, graph.workspace
-    ends = [a for _, (a, _) in itertools.pairwise(ranges)]
     frees: dict[int, int] = {}
     own, peaks, current = 0, [], -1
-    for chunk, middle in zip(parts.chunks, parts.chunk_middle, strict=True):
+    for j, (chunk, middle) in enumerate(zip(parts.chunks, parts.chunk_middle, strict=True)):
         if middle != current:
             own, frees, current = 0, {}, middle
         peak = 0
         for position in chunk:
             v = sequence[position]
+            if parts.lasting.get(j) == position:
+                peak = max(peak, own + int(workspace[v]))
+                own -= frees.pop(position, 0)
+                continue
             peak = max(peak, own + int(mem[v]) + int(workspace[v]))
             own += int(mem[v]) - frees.pop(position, 0)
-            if not lifetimes.alive_after(position, ends[middle]):
-                end = int(lifetimes.last_use[position])
-                if end == position:
-                    own -= int(mem[v])
-                else:
-                    frees[end] = frees.get(end, 0) + int(mem[v])
+            end = int(lifetimes.last_use[position])
+            if end == position:
+                own -= int(mem[v])
+            else:
+                frees[end] = frees.get(end, 0) + int(mem[v])
         peaks.append(peak)
     return peaks
-
-
-def _rest_bytes(graph: Graph, lifetimes: Lifetimes, parts: _Parts, ranges: list[tuple[int, int]]) -> dict[int, int]:
-    """Per middle: the bytes of its values that outlive it but that nothing outside it reads in the window."""
-    rest: dict[int, int] = {}
-    for p, m in _middles(ranges).items():
-        if lifetimes.alive_after(p, ranges[m + 1][0]) and parts.outs.get(lifetimes.sequence[p]) != p:
-            rest[m] = rest.get(m, 0) + int(graph.mem[lifetimes.sequence[p]])
-    return rest
 
 
 def _assemble(
@@ -309,15 +302,12 @@ def _assemble(
     recomputable[is_own] = graph.recomputable[own]
     outputs = {in_index[u] for u, p in parts.inputs.items() if lifetimes.alive_after(p, stop)}
     outputs |= {local[key] for p, key in parts.key_at.items() if lifetimes.alive_after(p, stop)}
-    for j, peak in enumerate(_middle_sizes(graph, lifetimes, parts, ranges)):
+    for j, peak in enumerate(_middle_sizes(graph, lifetimes, parts)):
         workspace[local[_chunk(j)]] = peak
-    for u, made in parts.outs.items():
-        mem[local[("out", u)]] = graph.mem[u]
-        if lifetimes.alive_after(made, stop):
-            outputs.add(local[("out", u)])
-    for m, size in _rest_bytes(graph, lifetimes, parts, ranges).items():
-        mem[local[("rest", m)]] = size
-        outputs.add(local[("rest", m)])
+    for j, position in parts.lasting.items():
+        mem[local[_chunk(j)]] = graph.mem[lifetimes.sequence[position]]
+        if lifetimes.alive_after(position, stop):
+            outputs.add(local[_chunk(j)])
     held = sum(int(graph.mem[u]) for u in resident if u not in parts.inputs)
     names = [f"{graph.names[u]}@in" for u in inputs] + ["@gate"] * int(bool(inputs))
     names += [_name(graph, key) for key in parts.order]
@@ -347,17 +337,13 @@ def _assemble(
 def _init(
     window_graph: Graph, parts: _Parts, local: dict[Key, int], ranges: list[tuple[int, int]], n_fixed: int
 ) -> Schedule:
-    """The window's current steps on its graph: inputs, gate, then each position's node (a middle's at its end)."""
+    """The window's current steps on its graph: inputs, gate, then each position's node (a chunk at its first step)."""
     middle_of = _middles(ranges)
     chunk_start = {chunk[0]: local[_chunk(j)] for j, chunk in enumerate(parts.chunks)}
-    after_middle: dict[int, list[int]] = {}
-    for m in set(middle_of.values()):
-        outs = [local[("out", u)] for u, p in parts.outs.items() if middle_of[p] == m]
-        after_middle[ranges[m + 1][0] - 1] = [local[("rest", m)], *outs]
     steps = list(range(n_fixed))
     for p in range(ranges[0][0], ranges[-1][1]):
         if p in middle_of:
-            steps += ([chunk_start[p]] if p in chunk_start else []) + after_middle.get(p, [])
+            steps += [chunk_start[p]] if p in chunk_start else []
         else:
             steps.append(local[parts.key_at[p]])
     return eager_frees(window_graph, steps)
@@ -385,17 +371,12 @@ def _topological(parts: _Parts) -> list[Key]:
 
 
 def _gid(key: Key) -> int:
-    """The global node of a window node (its node for a version; ``MIDDLE`` for a middle's values; else the key)."""
-    if isinstance(key, tuple):
-        return key[1] if key[0] == "ver" else MIDDLE
-    return key
+    """The global node of a window node (its node for a version; the key for a node or a chunk)."""
+    return key[1] if isinstance(key, tuple) else key
 
 
 def _name(graph: Graph, key: Key) -> str:
     """A window node's name: the global node's (``#k`` for version k), or one for a middle's nodes."""
     if isinstance(key, tuple):
-        kind, x = key[0], key[1]
-        return {"ver": lambda: f"{graph.names[x]}#{key[2]}", "out": lambda: f"{graph.names[x]}@middle"}.get(
-            kind, lambda: f"@middle{x}-rest"
-        )()
+        return f"{graph.names[key[1]]}#{key[2]}"
     return graph.names[key] if key >= 0 else f"@chunk{MIDDLE - 1 - key}"
