@@ -77,8 +77,9 @@ def improve_by_windows(
     half = START_STEPS
     sequence = start.compute_sequence()
     lifetimes = Lifetimes.of(graph, sequence)
+    tried: dict[int, int] = {}  # recomputed node -> windows centred on it since the last improvement
     while time.perf_counter() < deadline - 0.2 and not (stop is not None and stop.is_set()):
-        ranges = _pick(graph, lifetimes, search.simulation, search.schedule, half, rng)
+        ranges = _pick(graph, lifetimes, search.simulation, search.schedule, half, rng, tried)
         left = deadline - time.perf_counter()
         limit = min(WINDOW_SECONDS, left - 0.1)
         if limit < 0.2:
@@ -124,6 +125,7 @@ def improve_by_windows(
             search.improved += 1
             search.trajectory.append((time.perf_counter() - started, result.total_cost))
             lifetimes = Lifetimes.of(graph, candidate.compute_sequence())
+            tried.clear()
     return search
 
 
@@ -134,11 +136,13 @@ def _pick(
     schedule: Schedule,
     half: int,
     rng: np.random.Generator,
+    tried: dict[int, int],
 ) -> list[tuple[int, int]]:
     """A window: around costly recomputations and their values' first computations, or around the peak.
 
     Half the recomputation windows take two recomputations (two layers' forward and backward steps: what one
-    holds at the peak the other may drop).
+    holds at the peak the other may drop). A recomputation is drawn by its cost, less often each time a window
+    was centred on its node since the last improvement (counted in ``tried``).
     """
     sequence = lifetimes.sequence
     first: dict[int, int] = {}
@@ -149,10 +153,13 @@ def _pick(
         else:
             first[v] = position
     if recomputed and rng.random() < RECOMPUTE_SHARE:
-        weights = graph.cost[[sequence[p] for p in recomputed]] + 1e-12
+        nodes = [sequence[p] for p in recomputed]
+        weights = (graph.cost[nodes] + 1e-12) / (1.0 + np.array([tried.get(v, 0) for v in nodes])) ** 2
         count = min(len(recomputed), 1 + int(rng.random() < PAIR_SHARE))
         centres = rng.choice(len(recomputed), size=count, replace=False, p=weights / weights.sum())
         positions = [p for c in centres.tolist() for p in (recomputed[c], first[sequence[recomputed[c]]])]
+        for c in centres.tolist():
+            tried[nodes[c]] = tried.get(nodes[c], 0) + 1
     else:
         steps = [k for k, s in enumerate(schedule.steps) if isinstance(s, Compute)]
         centre = int(np.searchsorted(steps, simulation.peak_step))
