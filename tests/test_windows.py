@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_cli import remat
 
 from remat_models.backends import SolveLimits
 from remat_models.core.schedule import Compute, eager_frees, input_order_peak, simulate
+from remat_models.errors import ConfigurationError
 from remat_models.formulations.solving import solve_model
 from remat_models.heuristics.exhaustive import exhaustive_optimum
 from remat_models.heuristics.registry import run_heuristic
+from remat_models.io import read_schedule, write_graph
 from remat_models.io.generators import linear_chain, random_layered, transformer, unet
 from remat_models.planning.lns import improve_by_windows
 from remat_models.planning.plan import plan
@@ -105,3 +108,23 @@ def test_plan_solves_windows_above_window_nodes_and_keeps_its_time_limit() -> No
     assert simulate(graph, result.schedule).peak <= result.budget
     assert result.details["solver_status"] == "feasible" and result.details["windows"] >= 1
     assert result.wall_time <= 1.1 * 12 + 2
+
+
+def test_windows_on_request_through_plan_and_the_cli(tmp_path) -> None:
+    """``windows=True`` / ``--windows`` on a small graph; refused for heuristics and approximations."""
+    graph = transformer(3)
+    budget = int(0.6 * input_order_peak(graph))
+    result = plan(graph, budget, formulation="moccasin", windows=True, time_limit=8)
+    assert result.status is PlanStatus.WITHIN_BUDGET and simulate(graph, result.schedule).peak <= budget
+    assert result.details["solver_status"] == "feasible" and result.details["windows"] >= 1
+    with pytest.raises(ConfigurationError, match="windows apply to formulations"):
+        plan(graph, budget, "chen-greedy", windows=True)
+    with pytest.raises(ConfigurationError, match="not the approximation"):
+        plan(graph, budget, formulation="checkmate", approx="lp-rounding", windows=True)
+    path, out = tmp_path / "t3.json", tmp_path / "plan.json"
+    write_graph(graph, path)
+    run = remat("solve", path, "-b", "60%", "-f", "checkmate", "--windows", "--time-limit", "6", "-o", out)
+    assert run.returncode == 0, run.stderr
+    assert simulate(graph, read_schedule(out, graph)).peak <= budget + 1
+    refused = remat("solve", path, "-b", "60%", "-m", "chen-greedy", "--windows")
+    assert refused.returncode == 1 and "--windows/--whole need --formulation" in refused.stderr

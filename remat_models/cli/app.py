@@ -35,6 +35,7 @@ from remat_models.cli.options import (
     TimeLimitOption,
     TransferOption,
     UnpartitionedOption,
+    WindowsOption,
     WithOption,
     WorkersOption,
     collect_options,
@@ -274,6 +275,7 @@ def solve_command(
     solver_option_pairs: SolverOptionOption = None,
     impls: ImplsOption = "on",
     transfer: TransferOption = None,
+    windows: WindowsOption = None,
 ) -> None:
     """Plan a graph under a budget with a heuristic or a solver; exit 3 if no schedule fits."""
     if out is not None:
@@ -283,8 +285,8 @@ def solve_command(
     if formulation is None and (backend or approx):
         raise ConfigurationError("--backend and --approx need --formulation")
     ref = resolve_method(method, formulation, backend, approx)
-    if not ref.is_solver and (init or extension_specs or solver_option_pairs):
-        raise ConfigurationError("--init, --with and --solver-option need --formulation")
+    if not ref.is_solver and (init or extension_specs or solver_option_pairs or windows is not None):
+        raise ConfigurationError("--init, --with, --solver-option and --windows/--whole need --formulation")
     flags = shortcut_flags(unpartitioned, allowance, retention, order, iterations)
     options = collect_options(ref, flags, option_pairs)
     limit_text = "" if time_limit is None else f", time limit {time_limit:g} s"
@@ -303,6 +305,7 @@ def solve_command(
             impls=_impls_flag(impls),
             solver_options=solver_options(solver_option_pairs),
             transfer=transfer_model(transfer),
+            windows=windows,
         )
     _report(result, graph, f"{graph_path.name} at {limit:,} B", out, force)
 

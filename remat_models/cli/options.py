@@ -47,6 +47,14 @@ InitOption = Annotated[
         "heuristic; 'none': no warm start.",
     ),
 ]
+WindowsOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--windows/--whole",
+        help="Formulations: re-solve windows of the warm start with the model (--windows) or solve the whole "
+        "graph (--whole); default: windows above the formulation's window_nodes or where the model is too large.",
+    ),
+]
 IterationsOption = Annotated[
     str | None, typer.Option("--iterations", help="FastSA: attempts of stage 1 and 2, e.g. 20000000,2000000.")
 ]

@@ -151,8 +151,13 @@ def run_method(
     extensions: Sequence[Extension] = (),
     workers: int = 1,
     solver_options: Mapping[str, Any] | None = None,
+    windows: bool | None = None,
 ) -> MethodRun:
-    """Run the method ``ref`` names (its schedule not yet checked against the budget)."""
+    """Run the method ``ref`` names (its schedule not yet checked against the budget).
+
+    ``windows`` (formulations): re-solve windows of the warm start (True), the whole model (False), or by the
+    formulation's ``window_nodes`` (None; see :func:`~remat_models.planning.solve.run_formulation`).
+    """
     if ref.formulation is not None:
         limits = SolveLimits(time_limit=time_limit, workers=workers, seed=seed, solver_options=solver_options or {})
         return run_formulation(
@@ -165,8 +170,11 @@ def run_method(
             options=options,
             extensions=extensions,
             limits=limits,
+            windows=windows,
         )
     assert ref.method is not None
+    if windows is not None:
+        raise ConfigurationError("windows apply to formulations, not to heuristic methods or auto")
     if extensions or solver_options or init not in (None, "auto", "none"):
         raise ConfigurationError(
             "extensions, approx, init and solver options apply to formulations, not to heuristic methods"

@@ -69,6 +69,7 @@ def plan(
     impls: bool = True,
     solver_options: Mapping[str, Any] | None = None,
     transfer: TransferModel | None = None,
+    windows: bool | None = None,
 ) -> PlanResult:
     """Plan ``graph`` under ``budget`` bytes with ``method`` (default ``auto``) and return the simulated result.
 
@@ -100,6 +101,7 @@ def plan(
         seed=seed,
         workers=workers,
         solver_options=solver_options,
+        windows=windows,
     )
     if graph.impl_table is not None and not (impls and supports_impls(ref.formulation, graph, options)):
         if isinstance(init, Schedule):

@@ -51,6 +51,8 @@ def run_formulation(
     build or the solve it stops the solver, which keeps its incumbent.
     """
     started = time.perf_counter()
+    if approx is not None and windows:
+        raise ConfigurationError(f"windows re-solve {formulation}'s own model, not the approximation {approx!r}")
     if approx is not None:
         outcome = approximate(
             graph, budget, formulation, approx, backend, options=options, limits=limits, extensions=extensions
@@ -60,6 +62,9 @@ def run_formulation(
     windowed = _windowed(form, graph, budget, options, extensions, windows)
     if not windowed:
         _check_size(form, graph, budget, options)
+    elif init is None or init == "none":
+        log.info("%s: windows need a start: init 'auto'", formulation)
+        init = "auto"
 
     def work(stop: threading.Event) -> tuple[WarmStart | None, SolveOutcome | None]:
         start = initial_schedule(graph, budget, init, seed=limits.seed, time_limit=limits.time_limit, stop=stop)
