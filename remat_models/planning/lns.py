@@ -34,6 +34,7 @@ WINDOW_SECONDS = 5.0  # the most one window solve may take
 GROW, SHRINK = 1.4, 0.6
 RECOMPUTE_SHARE = 0.8  # of the windows centred on recomputations (the rest on the peak)
 PAIR_SHARE = 0.5  # of those, centred on two recomputations
+SWAP_SHARE = 0.5  # of those, with a value held across the peak (cheap per byte) too
 
 
 @dataclass
@@ -45,11 +46,17 @@ class WindowSearch:
     windows: int = 0
     improved: int = 0
     failed: int = 0
+    skipped: int = 0  # windows whose current steps exceed the budget on the window graph (middles held longer)
     trajectory: list[tuple[float, float]] = field(default_factory=list)
 
     def summary(self) -> dict[str, object]:
         """JSON-ready counts."""
-        return {"windows": self.windows, "windows_improved": self.improved, "windows_failed": self.failed}
+        return {
+            "windows": self.windows,
+            "windows_improved": self.improved,
+            "windows_failed": self.failed,
+            "windows_skipped": self.skipped,
+        }
 
 
 def improve_by_windows(
@@ -88,6 +95,9 @@ def improve_by_windows(
         solved_at = time.perf_counter()
         try:
             window = window_of(graph, lifetimes, ranges)
+            if simulate(window.graph, window.init).peak > budget:  # a middle held longer than it is: no room
+                search.skipped += 1
+                continue
             outcome = solve_model(
                 window.graph,
                 budget,
@@ -138,11 +148,16 @@ def _pick(
     rng: np.random.Generator,
     tried: dict[int, int],
 ) -> list[tuple[int, int]]:
-    """A window: around costly recomputations and their values' first computations, or around the peak.
+    """A window of one of three kinds, drawn at random; ranges of ``half`` steps each side of its positions.
 
-    Half the recomputation windows take two recomputations (two layers' forward and backward steps: what one
-    holds at the peak the other may drop). A recomputation is drawn by its cost, less often each time a window
-    was centred on its node since the last improvement (counted in ``tried``).
+    - a costly recomputation and its value's first computation, with a second such pair half the time (two
+      layers: what one holds at the peak the other may drop);
+    - a *swap*: a costly recomputation with a value held across the peak that is cheap per byte (keep the first,
+      recompute the second: the window sees both values' making and use);
+    - the peak's steps and the making of the largest value alive there.
+
+    A recomputation is drawn by its cost, less often each time a window was centred on its node since the last
+    improvement (``tried``).
     """
     sequence = lifetimes.sequence
     first: dict[int, int] = {}
@@ -152,20 +167,55 @@ def _pick(
             recomputed.append(position)
         else:
             first[v] = position
-    if recomputed and rng.random() < RECOMPUTE_SHARE:
-        nodes = [sequence[p] for p in recomputed]
-        weights = (graph.cost[nodes] + 1e-12) / (1.0 + np.array([tried.get(v, 0) for v in nodes])) ** 2
+    steps = [k for k, s in enumerate(schedule.steps) if isinstance(s, Compute)]
+    peak = min(int(np.searchsorted(steps, simulation.peak_step)), len(sequence) - 1)
+    draw = rng.random()
+    if recomputed and draw < RECOMPUTE_SHARE:
         count = min(len(recomputed), 1 + int(rng.random() < PAIR_SHARE))
-        centres = rng.choice(len(recomputed), size=count, replace=False, p=weights / weights.sum())
-        positions = [p for c in centres.tolist() for p in (recomputed[c], first[sequence[recomputed[c]]])]
-        for c in centres.tolist():
-            tried[nodes[c]] = tried.get(nodes[c], 0) + 1
+        centres = _recomputations(graph, sequence, recomputed, count, rng, tried)
+        positions = [p for c in centres for p in (c, first[sequence[c]])]
+        held = _held_cheap(graph, lifetimes, peak, rng) if rng.random() < SWAP_SHARE else None
+        if held is not None:
+            positions += list(held)
     else:
-        steps = [k for k, s in enumerate(schedule.steps) if isinstance(s, Compute)]
-        centre = int(np.searchsorted(steps, simulation.peak_step))
-        centre = min(max(centre + int(rng.integers(-half, half + 1)), 0), len(sequence) - 1)
+        centre = min(max(peak + int(rng.integers(-half, half + 1)), 0), len(sequence) - 1)
         positions = [centre, _producer_of_largest(graph, lifetimes, centre)]
     return _ranges(positions, half, len(sequence))
+
+
+def _recomputations(
+    graph: Graph,
+    sequence: tuple[int, ...],
+    recomputed: list[int],
+    count: int,
+    rng: np.random.Generator,
+    tried: dict[int, int],
+) -> list[int]:
+    """``count`` recomputation positions drawn by cost, less often for nodes ``tried`` more (counted here)."""
+    nodes = [sequence[p] for p in recomputed]
+    weights = (graph.cost[nodes] + 1e-12) / (1.0 + np.array([tried.get(v, 0) for v in nodes])) ** 2
+    picked = rng.choice(len(recomputed), size=count, replace=False, p=weights / weights.sum()).tolist()
+    for c in picked:
+        tried[nodes[c]] = tried.get(nodes[c], 0) + 1
+    return [recomputed[c] for c in picked]
+
+
+def _held_cheap(graph: Graph, lifetimes: Lifetimes, peak: int, rng: np.random.Generator) -> tuple[int, int] | None:
+    """A value held across the peak, drawn by bytes per unit of cost: where it was made and next read after it."""
+    sequence = lifetimes.sequence
+    held = [p for p in range(peak) if lifetimes.alive_after(p, peak + 1) and not lifetimes.kept[p]]
+    held = [p for p in held if graph.mem[sequence[p]] > 0 and graph.recomputable[sequence[p]]]
+    if not held:
+        return None
+    weights = graph.mem[[sequence[p] for p in held]] / (graph.cost[[sequence[p] for p in held]] + 1e-9)
+    made = held[int(rng.choice(len(held), p=weights / weights.sum()))]
+    v = sequence[made]
+    pred_ptr, pred_idx = graph.pred_ptr, graph.pred_idx
+    for position in range(peak + 1, len(sequence)):
+        w = sequence[position]
+        if v in pred_idx[pred_ptr[w] : pred_ptr[w + 1]]:
+            return made, position
+    return None
 
 
 def _producer_of_largest(graph: Graph, lifetimes: Lifetimes, position: int) -> int:
