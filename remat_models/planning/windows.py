@@ -43,7 +43,8 @@ Key = int | tuple  # a window node: a global node, ("ver", node, k), or a chunk 
 MAX_EXTENSIONS = 3  # times a window widens back to where a value read from two sources was made
 EXTEND_FACTOR = 3  # ... while it stays within this many times its asked size
 GATE = -1  # gid of the gate node
-MIDDLE = -2  # chunk j of the middles has key and gid MIDDLE - 1 - j
+END = -2  # key and gid of the end node: it reads the outputs, so every step of a window comes before its own
+MIDDLE = -3  # chunk j of the middles has key and gid MIDDLE - 1 - j
 
 
 @dataclass(frozen=True)
@@ -208,15 +209,21 @@ def _walk(graph: Graph, lifetimes: Lifetimes, resident: dict[int, int], ranges: 
             closes |= here is not None and int(lifetimes.last_use[made]) == position
         source[v] = position
         if here is not None:
-            _add_middle_step(parts, chunk, position, here, reads)
             lasting = lifetimes.alive_after(position, ranges[here + 1][0])
+            if lasting and chunk:  # a chunk of its own: its bytes count from its step, not from the chunk's first
+                _close(parts, chunk, here)
+                chunk = []
+            _add_middle_step(parts, chunk, position, here, reads)
             if lasting:
                 parts.lasting[len(parts.chunks)] = position
                 chunk_of[position] = _chunk(len(parts.chunks))
             if closes or lasting or position in ends:
-                parts.chunks.append(chunk)
-                parts.chunk_middle.append(here)
+                _close(parts, chunk, here)
                 chunk = []
+                if lasting and position in ends:  # the next middle waits on a marker, not on this value
+                    _add_middle_step(parts, chunk, None, here, [])
+                    _close(parts, chunk, here)
+                    chunk = []
             continue
         known = versions.setdefault(v, [])
         reader = next((key for key in known if parts.reads[key] == reads), None)
@@ -234,15 +241,27 @@ def _walk(graph: Graph, lifetimes: Lifetimes, resident: dict[int, int], ranges: 
     return parts
 
 
-def _add_middle_step(parts: _Parts, chunk: list[int], position: int, middle: int, reads: list[tuple[str, Key]]) -> None:
-    """Add a middle step to the open chunk (a new chunk node on its first step; chained after the previous one)."""
+def _add_middle_step(
+    parts: _Parts, chunk: list[int], position: int | None, middle: int, reads: list[tuple[str, Key]]
+) -> None:
+    """Add a middle step to the open chunk (a new chunk node on its first step; chained after the previous one).
+
+    ``position`` None opens an empty chunk (a marker standing for no step).
+    """
     key = _chunk(len(parts.chunks))
-    if not chunk:
+    if key not in parts.reads:
         parts.order.append(key)
         previous = [("win", _chunk(len(parts.chunks) - 1))] if parts.chunks else []
         parts.reads[key] = previous
     parts.reads[key] += reads
-    chunk.append(position)
+    if position is not None:
+        chunk.append(position)
+
+
+def _close(parts: _Parts, chunk: list[int], middle: int) -> None:
+    """End the open chunk."""
+    parts.chunks.append(chunk)
+    parts.chunk_middle.append(middle)
 
 
 def _middle_sizes(graph: Graph, lifetimes: Lifetimes, parts: _Parts) -> list[int]:
@@ -280,17 +299,12 @@ def _assemble(
 ) -> Window:
     """The window graph (order: inputs, the gate, window and middle nodes in first-computation order)."""
     stop = ranges[-1][1]
-    parts.order = _topological(parts)
+    parts.order = [*_topological(parts), END]
+    parts.reads[END] = []
     inputs = list(parts.inputs)
     n_fixed = len(inputs) + int(bool(inputs))
     local = {key: n_fixed + i for i, key in enumerate(parts.order)}
     in_index = {u: i for i, u in enumerate(inputs)}
-    pairs = {
-        (in_index[u] if kind == "in" else local[u], local[v]) for v, reads in parts.reads.items() for kind, u in reads
-    }
-    if inputs:
-        gate = len(inputs)
-        pairs |= {(i, gate) for i in range(gate)} | {(gate, j) for j in local.values()}
     gid = np.array([*inputs, *([GATE] if inputs else []), *(_gid(key) for key in parts.order)], dtype=np.int64)
     is_own = gid >= 0
     is_own[:n_fixed] = False
@@ -308,6 +322,14 @@ def _assemble(
         mem[local[_chunk(j)]] = graph.mem[lifetimes.sequence[position]]
         if lifetimes.alive_after(position, stop):
             outputs.add(local[_chunk(j)])
+    pairs = {
+        (in_index[u] if kind == "in" else local[u], local[v]) for v, reads in parts.reads.items() for kind, u in reads
+    }
+    pairs |= {(o, local[END]) for o in outputs}
+    outputs.add(local[END])
+    if inputs:
+        gate = len(inputs)
+        pairs |= {(i, gate) for i in range(gate)} | {(gate, j) for j in local.values()}
     held = sum(int(graph.mem[u]) for u in resident if u not in parts.inputs)
     names = [f"{graph.names[u]}@in" for u in inputs] + ["@gate"] * int(bool(inputs))
     names += [_name(graph, key) for key in parts.order]
@@ -339,14 +361,17 @@ def _init(
 ) -> Schedule:
     """The window's current steps on its graph: inputs, gate, then each position's node (a chunk at its first step)."""
     middle_of = _middles(ranges)
-    chunk_start = {chunk[0]: local[_chunk(j)] for j, chunk in enumerate(parts.chunks)}
+    chunk_start: dict[int, list[int]] = {}  # position -> the chunks computed there (a marker after its chunk)
+    for j, chunk in enumerate(parts.chunks):
+        at = chunk[0] if chunk else parts.chunks[j - 1][-1]
+        chunk_start.setdefault(at, []).append(local[_chunk(j)])
     steps = list(range(n_fixed))
     for p in range(ranges[0][0], ranges[-1][1]):
         if p in middle_of:
-            steps += [chunk_start[p]] if p in chunk_start else []
+            steps += chunk_start.get(p, [])
         else:
             steps.append(local[parts.key_at[p]])
-    return eager_frees(window_graph, steps)
+    return eager_frees(window_graph, [*steps, local[END]])
 
 
 def _topological(parts: _Parts) -> list[Key]:
@@ -379,4 +404,6 @@ def _name(graph: Graph, key: Key) -> str:
     """A window node's name: the global node's (``#k`` for version k), or one for a middle's nodes."""
     if isinstance(key, tuple):
         return f"{graph.names[key[1]]}#{key[2]}"
+    if key == END:
+        return "@end"
     return graph.names[key] if key >= 0 else f"@chunk{MIDDLE - 1 - key}"
