@@ -285,8 +285,10 @@ def solve_command(
     if formulation is None and (backend or approx):
         raise ConfigurationError("--backend and --approx need --formulation")
     ref = resolve_method(method, formulation, backend, approx)
-    if not ref.is_solver and (init or extension_specs or solver_option_pairs or windows is not None):
-        raise ConfigurationError("--init, --with, --solver-option and --windows/--whole need --formulation")
+    if not ref.is_solver and (init or extension_specs or solver_option_pairs):
+        raise ConfigurationError("--init, --with and --solver-option need --formulation")
+    if not ref.is_solver and windows is not None:
+        raise ConfigurationError("--windows/--whole need --formulation")
     flags = shortcut_flags(unpartitioned, allowance, retention, order, iterations)
     options = collect_options(ref, flags, option_pairs)
     limit_text = "" if time_limit is None else f", time limit {time_limit:g} s"

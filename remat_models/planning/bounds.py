@@ -211,23 +211,13 @@ class _PivotScan:
         graph = self.graph
         room = budget - int(graph.fixed_mem + graph.mem[p] + graph.workspace[p] + self.mem[resident].sum())
         if room < 0:
-            raise BudgetInfeasibleError(
-                f"budget {budget:,} B is below {budget - room:,} B, the least memory in use during the first "
-                f"computation of {graph.names[p]!r}",
-                budget=budget,
-                lower_bound=budget - room,
-            )
+            raise _below(budget, room, graph.names[p])
         items = np.flatnonzero(candidates)
         weight, value = self.mem[items], self.redo[items]
         if not np.isfinite(value).all():  # a value that can come back no other way must stay: it takes room
             room -= int(weight[~np.isfinite(value)].sum())
             if room < 0:
-                raise BudgetInfeasibleError(
-                    f"budget {budget:,} B is below {budget - room:,} B, the least memory in use during the first "
-                    f"computation of {graph.names[p]!r}",
-                    budget=budget,
-                    lower_bound=budget - room,
-                )
+                raise _below(budget, room, graph.names[p])
             keep = np.isfinite(value)
             weight, value = weight[keep], value[keep]
         positive = weight > 0
@@ -265,3 +255,13 @@ def _closure(graph: Graph, order: np.ndarray, ptr: np.ndarray, idx: np.ndarray) 
 def _bits(row: np.ndarray, n: int) -> np.ndarray:
     """A bit row as a bool mask of length ``n``."""
     return np.unpackbits(row.view(np.uint8), bitorder="little")[:n].astype(bool)
+
+
+def _below(budget: int, room: int, name: str) -> BudgetInfeasibleError:
+    """The error of a budget ``-room`` bytes short of the memory in use during the first computation of ``name``."""
+    return BudgetInfeasibleError(
+        f"budget {budget:,} B is below {budget - room:,} B, the least memory in use during the first computation of "
+        f"{name!r}",
+        budget=budget,
+        lower_bound=budget - room,
+    )

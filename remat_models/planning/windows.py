@@ -94,11 +94,6 @@ class Window:
     init: Schedule  # the window's current steps on the window graph
     chunks: dict[int, list[int]]
 
-    @property
-    def steps(self) -> int:
-        """How many positions of the sequence the window re-solves."""
-        return sum(stop - start for start, stop in self.ranges)
-
     def splice(self, sequence: tuple[int, ...], local: Schedule) -> list[int]:
         """The whole compute sequence with the window's steps replaced by ``local``'s (the middles in place)."""
         first, last = self.ranges[0][0], self.ranges[-1][1]
