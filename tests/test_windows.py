@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+import time
+
 import numpy as np
 import pytest
 from test_cli import remat
@@ -128,3 +133,24 @@ def test_windows_on_request_through_plan_and_the_cli(tmp_path) -> None:
     assert simulate(graph, read_schedule(out, graph)).peak <= budget + 1
     refused = remat("solve", path, "-b", "60%", "-m", "chen-greedy", "--windows")
     assert refused.returncode == 1 and "--windows/--whole need --formulation" in refused.stderr
+
+
+def test_sigterm_stops_a_window_search_with_its_best_schedule(tmp_path) -> None:
+    """SIGTERM during the window solves: exit 143 within seconds, the best schedule so far written and fitting."""
+    graph = transformer(12)
+    path, out = tmp_path / "t12.json", tmp_path / "plan.json"
+    write_graph(graph, path)
+    command = [sys.executable, "-m", "remat_models.cli.app", "solve", str(path), "-b", "50%", "-f", "moccasin"]
+    process = subprocess.Popen(
+        [*command, "--windows", "--init", "chen-greedy", "--time-limit", "60", "-o", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(12)  # imports, the warm start, then windows
+    process.send_signal(signal.SIGTERM)
+    sent = time.monotonic()
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 143, stderr
+    assert time.monotonic() - sent < 15
+    assert simulate(graph, read_schedule(out, graph)).peak <= int(0.5 * input_order_peak(graph)) + 1

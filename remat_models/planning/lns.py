@@ -23,13 +23,14 @@ from remat_models.core.graph import Graph
 from remat_models.core.schedule import Compute, Schedule, SimulationResult, eager_frees, simulate
 from remat_models.errors import RematError
 from remat_models.formulations.solving import solve_model
-from remat_models.model import SolveStatus
+from remat_models.model import SolveResult, SolveStatus
 from remat_models.planning.windows import Lifetimes, window_of
 
 log = logging.getLogger(__name__)
 
 MIN_STEPS, MAX_STEPS = 8, 400  # window half-range bounds (positions on each side of a centre)
 START_STEPS = 24
+MAX_WINDOW_NODES = 500  # the largest window graph solved (formulations declaring window_nodes use theirs)
 WINDOW_SECONDS = 5.0  # the most one window solve may take
 GROW, SHRINK = 1.4, 0.6
 RECOMPUTE_SHARE = 0.8  # of the windows centred on recomputations (the rest on the peak)
@@ -46,7 +47,8 @@ class WindowSearch:
     windows: int = 0
     improved: int = 0
     failed: int = 0
-    skipped: int = 0  # windows whose current steps exceed the budget on the window graph (middles held longer)
+    interrupted: SolveResult | None = None  # the window solve a signal stopped (the search stops after it)
+    skipped: int = 0  # windows too large, or whose current steps exceed the budget on the window graph
     trajectory: list[tuple[float, float]] = field(default_factory=list)
 
     def summary(self) -> dict[str, object]:
@@ -71,10 +73,12 @@ def improve_by_windows(
     options: object = None,
     stop: threading.Event | None = None,
     start_simulation: SimulationResult | None = None,
+    max_nodes: int = MAX_WINDOW_NODES,
 ) -> WindowSearch:
     """Re-solve windows of ``start`` with ``formulation`` until ``time_limit`` seconds pass; the best schedule found.
 
-    ``start`` must fit ``budget`` and hold compute and free steps only. Each accepted window is logged (INFO).
+    ``start`` must fit ``budget`` and hold compute and free steps only. Windows of more than ``max_nodes`` nodes
+    are skipped. Each accepted window is logged (INFO).
     """
     started = time.perf_counter()
     deadline = started + time_limit
@@ -95,6 +99,10 @@ def improve_by_windows(
         solved_at = time.perf_counter()
         try:
             window = window_of(graph, lifetimes, ranges)
+            if window.graph.n > max_nodes:  # long middles cut into many chunks: the model would not build in time
+                search.skipped += 1
+                half = max(MIN_STEPS, int(half * SHRINK))
+                continue
             if simulate(window.graph, window.init).peak > budget:  # a middle held longer than it is: no room
                 search.skipped += 1
                 continue
@@ -117,7 +125,12 @@ def improve_by_windows(
             half = min(MAX_STEPS, int(half * GROW) + 1)
         elif outcome.status is not SolveStatus.OPTIMAL:
             half = max(MIN_STEPS, int(half * SHRINK))
+        if outcome.status is SolveStatus.INTERRUPTED:  # the solver's own handler took the signal
+            search.interrupted = next((p for p in outcome.phases.values() if p.interrupt_signal is not None), None)
+            search.interrupted = search.interrupted or next(iter(outcome.phases.values()), None)
         if outcome.schedule is None:
+            if search.interrupted is not None:
+                break
             continue
         candidate = eager_frees(graph, window.splice(lifetimes.sequence, outcome.schedule))
         try:
@@ -136,6 +149,8 @@ def improve_by_windows(
             search.trajectory.append((time.perf_counter() - started, result.total_cost))
             lifetimes = Lifetimes.of(graph, candidate.compute_sequence())
             tried.clear()
+        if search.interrupted is not None:
+            break
     return search
 
 

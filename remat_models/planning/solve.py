@@ -18,7 +18,7 @@ from remat_models.errors import ConfigurationError, ModelTooLargeError
 from remat_models.formulations import Extension, SolveOutcome, get_formulation
 from remat_models.formulations.solving import DEFAULT_LIMITS, approximate, solve_model
 from remat_models.model import SolveStatus
-from remat_models.planning.lns import improve_by_windows
+from remat_models.planning.lns import MAX_WINDOW_NODES, improve_by_windows
 from remat_models.planning.result import MethodRun
 from remat_models.planning.warm_start import WarmStart, initial_schedule
 
@@ -155,17 +155,20 @@ def _solve_windows(
         options=options,
         stop=stop,
         start_simulation=simulation,
+        max_nodes=getattr(get_formulation(formulation), "window_nodes", None) or MAX_WINDOW_NODES,
     )
+    stopped = search.interrupted
     return SolveOutcome(
         formulation,
         backend,
-        SolveStatus.FEASIBLE,
+        SolveStatus.FEASIBLE if stopped is None else SolveStatus.INTERRUPTED,
         schedule=search.schedule,
         simulation=search.simulation,
         objective=search.simulation.total_cost,
         wall_time=time.perf_counter() - started,
         solve_time=time.perf_counter() - started,
         trajectory=search.trajectory,
+        phases={} if stopped is None else {"window": stopped},
         details=search.summary(),
     )
 
