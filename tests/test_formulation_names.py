@@ -21,6 +21,7 @@ FAMILIES = {  # formulation name -> its package under remat_models/formulations/
     "hilp": "hilp",
     "monet": "monet",
     "saveset-exact": "saveset",
+    "saveset-intervals": "saveset",
 }
 REGISTRY = "formulations/__init__.py"
 NAMED = re.compile(rf"^({'|'.join(sorted(map(re.escape, FAMILIES), key=len, reverse=True))})(/[\w.-]*)?$")

@@ -50,6 +50,7 @@ _REGISTRY: dict[str, str] = {
     "monet": "remat_models.formulations.monet.formulation:MONET",
     "checkmate-impls": "remat_models.formulations.checkmate.impls:CHECKMATE_IMPLS",
     "saveset-exact": "remat_models.formulations.saveset.formulation:SAVESET",
+    "saveset-intervals": "remat_models.formulations.saveset.intervals:SAVESET_INTERVALS",
 }
 
 # name -> (formulation it approximates, "module:function")

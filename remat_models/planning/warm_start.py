@@ -7,8 +7,11 @@ import threading
 import time
 from typing import NamedTuple
 
-from remat_models.core.graph import Graph
+from remat_models.backends import SolveLimits
+from remat_models.core.graph import Graph, NodeKind
 from remat_models.core.schedule import Schedule, SimulationResult, lift_schedule, simulate
+from remat_models.errors import RematError
+from remat_models.formulations.saveset.intervals import SAVESET_INTERVALS
 from remat_models.heuristics.baselines import BASELINES
 from remat_models.heuristics.least_peak import TIME_LIMIT as LEAST_PEAK_TIME_LIMIT
 from remat_models.heuristics.least_peak import least_peak_search
@@ -23,6 +26,9 @@ INIT_SHARE = 0.3  # of the time limit the default warm start may take: no candid
 INIT_FASTSA_MIN_SECONDS = 1.0  # less of the warm start's share left than this: no FastSA run
 INIT_LEAST_PEAK_SHARE = 0.6  # of the time limit, the least-peak fallback may run until (nothing fits without it)
 INIT_LEAST_PEAK_MIN_SECONDS = 1.0  # the least-peak fallback gets at least this (or half the time limit, if less)
+INIT_POLISH_NODES = 500  # from this many nodes a fitting save-set start is polished by the save-set model
+INIT_POLISH_SHARE = 0.25  # of the time limit (at most INIT_POLISH_MAX_SECONDS), before FastSA's run
+INIT_POLISH_MAX_SECONDS = 30.0
 
 
 class WarmStart(NamedTuple):
@@ -87,6 +93,12 @@ def auto_init(
     if best is None and not (stop is not None and stop.is_set()):
         until = None if time_limit is None else started + INIT_LEAST_PEAK_SHARE * time_limit
         candidates.append(_least_peak(graph, budget, baselines, time_limit, until, stop))
+    save_set = baselines.get("saveset")
+    if save_set is not None and graph.n >= INIT_POLISH_NODES and not (stop is not None and stop.is_set()):
+        seconds = min(INIT_POLISH_MAX_SECONDS, INIT_POLISH_SHARE * (time_limit or DEFAULT_TIME_LIMIT))
+        polished = _polished_save_set(graph, budget, save_set, seconds, seed)
+        if polished is not None:
+            candidates.append(polished)
     if graph.n >= INIT_FASTSA_NODES and not (stop is not None and stop.is_set()):
         seconds = min(30.0, max(1.0, INIT_FASTSA_SHARE * (time_limit or DEFAULT_TIME_LIMIT)))
         if deadline is not None:
@@ -100,6 +112,24 @@ def auto_init(
     if best is None or (found is not None and found.simulation.total_cost < best.simulation.total_cost):
         return found
     return best
+
+
+def _polished_save_set(graph: Graph, budget: int, start: Schedule, seconds: float, seed: int) -> Schedule | None:
+    """The save-set model (``saveset-intervals``, its default backend) from the save-set search's fitting schedule.
+
+    None where the start does not fit, the graph has no backward pass, or the model finds nothing (logged).
+    """
+    if not graph.of_kind(NodeKind.BACKWARD).any() or simulate(graph, start).peak > budget:
+        return None
+    form = SAVESET_INTERVALS
+    log.info("warm start: the save-set model from the save-set search's schedule for at most %.1f s", seconds)
+    try:
+        built = form.build(graph, budget)
+        outcome = form.solve(built, form.default_backend, SolveLimits(time_limit=seconds, seed=seed), init=start)
+    except RematError as error:
+        log.info("warm start: the save-set model gave nothing (%s)", error)
+        return None
+    return outcome.schedule
 
 
 def _least_peak(
