@@ -17,7 +17,7 @@ from remat_models.errors import BudgetError, InputTypeError
 from remat_models.io.generators import linear_chain, unet
 from remat_models.planner import PlanStatus
 from remat_models.planner import plan as plan_bytes
-from remat_models.planning.warm_start import FAST_BASELINES
+from remat_models.planning.warm_start import WARM_BASELINES
 
 
 @pytest.fixture(scope="module")
@@ -137,13 +137,13 @@ def small(request: pytest.FixtureRequest) -> Graph:
 def test_checkmate_simulates_each_schedule_once(small: Graph, simulations: Simulations) -> None:
     """``remat solve -f checkmate``: each warm-start candidate once (the chosen one not again), the result once.
 
-    With the default ``--init auto`` that is one per fast baseline (3) plus the result: 4 calls, no schedule twice.
+    With the default ``--init auto`` that is one per warm-start baseline plus the result, no schedule twice.
     """
     result = remat_models.plan(small, "80%", formulation="checkmate", backend="highs", time_limit=30)
     assert result.status is PlanStatus.WITHIN_BUDGET and result.method == "checkmate/highs"
     assert simulations.resimulated() == []
-    assert len(simulations) <= len(FAST_BASELINES) + 1, simulations.callers
-    assert sum(caller.startswith("planning/warm_start.py") for caller in simulations.callers) == len(FAST_BASELINES)
+    assert len(simulations) <= len(WARM_BASELINES) + 1, simulations.callers
+    assert sum(caller.startswith("planning/warm_start.py") for caller in simulations.callers) == len(WARM_BASELINES)
 
 
 @pytest.mark.parametrize("init", ["chen-greedy", "none"])

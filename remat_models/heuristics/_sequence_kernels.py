@@ -368,3 +368,34 @@ def revolve_sequence(
         if not computed[order[i]]:
             length = ensure(order[i], length, available, computed, seq, work, csr)
     return seq[:length].copy()
+
+
+@njit(cache=True)
+def program_sequence(
+    order: np.ndarray,
+    pred_ptr: np.ndarray,
+    pred_idx: np.ndarray,
+    position: np.ndarray,
+    recomputable: np.ndarray,
+    program: np.ndarray,
+) -> np.ndarray:
+    """Compute sequence of a program of (op, node) rows: op 0 makes node available (:func:`ensure`), op 1 drops it.
+
+    A drop of a non-recomputable node is ignored; every node the program never computes follows in input order.
+    """
+    n = order.size
+    available, computed, seq, work = new_state(n)
+    csr = (pred_ptr, pred_idx, position)
+    length = 0
+    for k in range(program.shape[0]):
+        v = program[k, 1]
+        if program[k, 0] == 0:
+            seq = room(seq, length, n)
+            length = ensure(v, length, available, computed, seq, work, csr)
+        elif recomputable[v]:
+            available[v] = False
+    seq = room(seq, length, n)
+    for i in range(n):
+        if not computed[order[i]]:
+            length = ensure(order[i], length, available, computed, seq, work, csr)
+    return seq[:length].copy()

@@ -17,6 +17,7 @@ from remat_models.errors import ConfigurationError
 from remat_models.heuristics.baselines import BASELINES
 from remat_models.heuristics.fastsa.solver import FastSAOptions
 from remat_models.heuristics.least_peak import run_least_peak
+from remat_models.heuristics.rotor import rotor
 from remat_models.heuristics.saveset import saveset
 from remat_models.heuristics.three_way import ThreeWayOptions, run_three_way
 
@@ -74,6 +75,7 @@ def _fastsa(
 HEURISTICS: dict[str, Heuristic] = {
     **{name: _baseline(function) for name, function in BASELINES.items()},
     "saveset": _baseline(saveset),
+    "rotor": _baseline(rotor),
     "fastsa": Heuristic(
         _fastsa, configurable=True, options=("iterations", *(f.name for f in fields(FastSAOptions))), stoppable=True
     ),

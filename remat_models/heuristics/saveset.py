@@ -187,15 +187,18 @@ def _lower_peak(scorer: _Scorer, dropped: np.ndarray, score: Score, budget: int)
     return dropped, score
 
 
-def saveset_search(graph: Graph, budget: int, *, replay: bool = False, regions: Regions | None = None) -> SaveSet:
+def saveset_search(
+    graph: Graph, budget: int, *, replay: bool = False, regions: Regions | None = None, descend: bool = True
+) -> SaveSet:
     """The cheapest save-set plan found within ``budget`` bytes, else the lowest-peak one found.
 
     ``replay``: recomputation as ``torch.utils.checkpoint`` does it (:func:`replay_sequence`), over the
-    whole forward or per region of ``regions`` (which implies ``replay``).
+    whole forward or per region of ``regions`` (which implies ``replay``). ``descend`` False: where no prefix
+    fits, the lowest-peak prefix as it is (no descent on the values resident at the peak).
     """
     scorer = _Scorer(graph, replay, regions)
     dropped, score = _prefix_sweep(scorer, budget)
-    if score[0] > budget:
+    if score[0] > budget and descend:
         dropped, score = _lower_peak(scorer, dropped, score, budget)
     if score[0] <= budget:
         dropped, score = _resave(scorer, dropped, score, budget)

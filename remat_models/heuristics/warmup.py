@@ -9,7 +9,10 @@ from __future__ import annotations
 import logging
 import time
 
+import numpy as np
+
 from remat_models.core.graph import Graph
+from remat_models.heuristics import _sequence_kernels as kernels
 from remat_models.heuristics.baselines import BASELINES
 from remat_models.heuristics.fastsa import fastsa
 from remat_models.heuristics.least_peak import least_peak
@@ -31,6 +34,8 @@ def compile_kernels() -> float:
     BASELINES["chen-greedy"](graph, 8)
     BASELINES["knapsack"](graph, 8)
     least_peak(graph, 0, time_limit=1)
+    program = np.array([[0, 5], [1, 2], [0, 3]], dtype=np.int64)  # rotor's programmes: ensure, drop
+    kernels.program_sequence(graph.order, graph.pred_ptr, graph.pred_idx, graph.position, graph.recomputable, program)
     return time.perf_counter() - started
 
 

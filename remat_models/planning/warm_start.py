@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Iterable
 from typing import NamedTuple
 
 from remat_models.backends import SolveLimits
@@ -72,8 +73,9 @@ def auto_init(
 ) -> WarmStart | None:
     """The default warm start of an exact solve (``--init auto``): the cheapest fitting fast heuristic, or None.
 
-    ``FAST_BASELINES`` (Chen's greedy and sqrt(n), the saved-set knapsack, the save-set search up to
-    ``SAVESET_NODES``: milliseconds to a second), and on
+    ``WARM_BASELINES`` (Chen's greedy and sqrt(n), the saved-set knapsack, the save-set search and rotor's
+    programme over blocks up to ``SAVESET_NODES``: milliseconds to two seconds), where the save-set search fits
+    from ``INIT_POLISH_NODES`` nodes its polish by the save-set model (``INIT_POLISH_SHARE`` of the limit), and on
     graphs of ``INIT_FASTSA_NODES`` nodes or more a FastSA run of ``INIT_FASTSA_SHARE`` of the time limit (at
     most 30 s). With a time limit the whole warm start keeps to ``INIT_SHARE`` of it: the candidates run
     cheapest first, the deadline checked before each (the first always runs), and FastSA gets at most what
@@ -88,15 +90,17 @@ def auto_init(
     started = time.perf_counter()
     deadline = None if time_limit is None else started + INIT_SHARE * time_limit
     baselines = fast_baselines(graph, budget, deadline)
-    best = cheapest_fitting(graph, budget, list(baselines.values()))
+    scored = {name: WarmStart(schedule, simulate(graph, schedule)) for name, schedule in baselines.items()}
+    best = cheapest(budget, scored.values())
     candidates: list[Schedule] = []
     if best is None and not (stop is not None and stop.is_set()):
         until = None if time_limit is None else started + INIT_LEAST_PEAK_SHARE * time_limit
         candidates.append(_least_peak(graph, budget, baselines, time_limit, until, stop))
-    save_set = baselines.get("saveset")
-    if save_set is not None and graph.n >= INIT_POLISH_NODES and not (stop is not None and stop.is_set()):
+    save_set = scored.get("saveset")
+    fits = save_set is not None and save_set.simulation is not None and save_set.simulation.peak <= budget
+    if fits and graph.n >= INIT_POLISH_NODES and not (stop is not None and stop.is_set()):
         seconds = min(INIT_POLISH_MAX_SECONDS, INIT_POLISH_SHARE * (time_limit or DEFAULT_TIME_LIMIT))
-        polished = _polished_save_set(graph, budget, save_set, seconds, seed)
+        polished = _polished_save_set(graph, budget, save_set.schedule, seconds, seed)
         if polished is not None:
             candidates.append(polished)
     if graph.n >= INIT_FASTSA_NODES and not (stop is not None and stop.is_set()):
@@ -117,9 +121,9 @@ def auto_init(
 def _polished_save_set(graph: Graph, budget: int, start: Schedule, seconds: float, seed: int) -> Schedule | None:
     """The save-set model (``saveset-intervals``, its default backend) from the save-set search's fitting schedule.
 
-    None where the start does not fit, the graph has no backward pass, or the model finds nothing (logged).
+    None where the graph has no backward pass or the model finds nothing (logged).
     """
-    if not graph.of_kind(NodeKind.BACKWARD).any() or simulate(graph, start).peak > budget:
+    if not graph.of_kind(NodeKind.BACKWARD).any():
         return None
     form = SAVESET_INTERVALS
     log.info("warm start: the save-set model from the save-set search's schedule for at most %.1f s", seconds)
@@ -149,13 +153,15 @@ def _least_peak(
     return least_peak_search(graph, budget, time_limit=seconds, stop=stop, starts=baselines).schedule
 
 
-FAST_BASELINES = ("chen-greedy", "chen-sqrtn", "knapsack", "saveset")  # the candidates, this order on ties of cost
-BASELINES_CHEAPEST_FIRST = ("chen-sqrtn", "knapsack", "chen-greedy", "saveset")  # ~0.1, 0.4, 0.8 s at 9.6k nodes
-SAVESET_NODES = 2000  # saveset joins up to this many nodes (0.05-0.5 s on the zoo; 15 s on a 4.8k-node transformer)
+FAST_BASELINES = ("chen-greedy", "chen-sqrtn", "knapsack", "saveset")  # max batch's starts, this order on ties
+WARM_BASELINES = (*FAST_BASELINES, "rotor")  # the default warm start's (rotor: a second or two, too slow per batch)
+BASELINES_CHEAPEST_FIRST = ("chen-sqrtn", "knapsack", "chen-greedy", "saveset", "rotor")  # ~0.1, 0.4, 0.8 s at 9.6k
+SAVESET_NODES = 2000  # saveset and rotor join up to this many nodes (0.05-0.5 s and 1-2 s on the zoo)
+SAVESET_BASED = ("saveset", "rotor")  # rotor's block options come from the save-set search
 
 
 def fast_baselines(graph: Graph, budget: int, deadline: float | None = None) -> dict[str, Schedule]:
-    """The schedules of ``FAST_BASELINES`` by name (in that order): the candidates of every warm start.
+    """The schedules of ``WARM_BASELINES`` by name (in that order): the candidates of every warm start.
 
     They run cheapest first; with a ``deadline`` (``time.perf_counter()`` seconds) one after the first
     runs only before it.
@@ -165,19 +171,24 @@ def fast_baselines(graph: Graph, budget: int, deadline: float | None = None) -> 
         if found and deadline is not None and time.perf_counter() >= deadline:
             log.info("warm start: its share of the time limit is used up; %s skipped", name)
             continue
-        if name == "saveset":
+        if name in SAVESET_BASED:
             if graph.n <= SAVESET_NODES:  # PyTorch's plan space, searched: often the cheapest start on transformers
                 found[name] = run_heuristic(name, graph, budget)[0]
             continue
         found[name] = BASELINES[name](graph, budget)
-    return {name: found[name] for name in FAST_BASELINES if name in found}
+    return {name: found[name] for name in WARM_BASELINES if name in found}
 
 
 def cheapest_fitting(graph: Graph, budget: int, candidates: list[Schedule]) -> WarmStart | None:
     """The cheapest of ``candidates`` within ``budget`` (each simulated once), or None."""
-    best: WarmStart | None = None
-    for schedule in candidates:
-        result = simulate(graph, schedule)
-        if result.peak <= budget and (best is None or result.total_cost < best.simulation.total_cost):
-            best = WarmStart(schedule, result)
+    return cheapest(budget, (WarmStart(schedule, simulate(graph, schedule)) for schedule in candidates))
+
+
+def cheapest(budget: int, starts: Iterable[WarmStart]) -> WarmStart | None:
+    """The cheapest of simulated ``starts`` within ``budget`` (the first on ties), or None."""
+    best, best_cost = None, float("inf")
+    for start in starts:
+        result = start.simulation
+        if result is not None and result.peak <= budget and result.total_cost < best_cost:
+            best, best_cost = start, result.total_cost
     return best
