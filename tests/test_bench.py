@@ -147,7 +147,7 @@ def test_local_sweep_records_every_outcome(local_run: tuple[Path, list[dict[str,
     by_method = _by_method(records)
     assert {m: r["status"] for m, r in by_method.items()} == EXPECTED
     milp = by_method["checkmate/highs"]
-    assert milp["solver_status"] == "optimal" and milp["objective"] == milp["total_cost"] == milp["bound"]
+    assert milp["solver_status"] == "optimal_in_model" and milp["objective"] == milp["total_cost"] == milp["bound"]
     assert milp["peak"] <= milp["budget"] and milp["peak_fraction"] <= milp["budget_fraction"]
     assert milp["trajectory"] and milp["time_to_best_s"] is not None and milp["tdi"] > 0
     assert milp["versions"]["remat_models"] and milp["machine"]["cpus"] >= 1

@@ -77,7 +77,7 @@ def test_leaf_solves_respect_peak_and_save_agree_with_each_other_and_with_the_hi
             costs = {}
             for leaf in LEAVES:
                 sequence, status = solve_leaf(lg, peak, save, leaf, LIMITS)
-                assert status == "optimal", (leaf, save)
+                assert status == "optimal_in_model", (leaf, save)
                 fwd, bwd, impl_fwd, impl_bwd = _split(lg, sequence)
                 assert once_ok(lg, fwd, bwd) and impl_fwd == impl_bwd == ()  # no implementation table: defaults
                 option = measure(lg, list(fwd), list(bwd))
@@ -138,7 +138,7 @@ def test_a_leaf_backend_can_be_named() -> None:
     graph = linear_chain(12)
     _, result = _run(graph, 8, **CHAIN, leaf="checkmate/cpsat")
     assert simulate(graph, result.schedule).peak <= 8
-    assert any(label.startswith("leaf@") and status == "optimal" for label, _, status in result.ilp_times)
+    assert any(label.startswith("leaf@") and status == "optimal_in_model" for label, _, status in result.ilp_times)
 
 
 @pytest.mark.parametrize("value", ["gurobi", "Checkmate", "checkmate/nosuch", "hilp/cpsat", 3, ""])

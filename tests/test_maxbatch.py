@@ -33,6 +33,12 @@ def affine_chain() -> Graph:
     return BatchScaling(slope, np.where(slope == 0, 6, 0), zeros, zeros).attach(graph)
 
 
+def proven(result: MaxBatchResult) -> str:
+    """The status of a batch proven largest: ``optimal`` only at the lower-bound limit (no schedule fits more);
+    below it the bound is the solver's, for its model (the cap binds): ``optimal_in_model``."""
+    return "optimal" if result.batch >= result.upper_limit else "optimal_in_model"
+
+
 def checked(graph: Graph, result: MaxBatchResult) -> MaxBatchResult:
     """Re-simulate the result's schedule at its batch: peak <= memory and cost <= cap."""
     assert result.batch >= 1 and result.schedule is not None
@@ -58,7 +64,7 @@ def test_checkmate_bisection_spec_cases(n, memory, fixed, cap, expected, checkpo
     graph = chain(n, fixed)
     found = max_batch(graph, memory, formulation="checkmate", backend="highs", method="bisection", cap=cap)
     result = checked(graph, found)
-    assert (result.batch, result.upper_bound, result.status) == (expected, expected, "optimal")
+    assert (result.batch, result.upper_bound, result.status) == (expected, expected, proven(result))
     assert result.lower_limit == checkpoint_all
     assert result.per_sample_peak is not None and result.per_sample_peak * expected + fixed <= memory
 
@@ -69,7 +75,7 @@ def test_affine_memory_by_bisection(memory, expected) -> None:
     graph = affine_chain()
     result = checked(graph, max_batch(graph, memory, formulation="checkmate"))
     assert result.method == "bisection"
-    assert (result.batch, result.status) == (expected, "optimal")
+    assert (result.batch, result.status) == (expected, proven(result))
 
 
 def test_heuristic_baselines_are_bounded_by_the_exact_batch() -> None:
@@ -142,7 +148,7 @@ def test_exact_methods_spec_cases(method, base, backend, options, n, memory, fix
     graph = chain(n, fixed)
     found = max_batch(graph, memory, formulation=base, backend=backend, method=method, cap=cap, options=options)
     result = checked(graph, found)
-    assert (result.batch, result.upper_bound, result.status) == (expected, expected, "optimal")
+    assert (result.batch, result.upper_bound, result.status) == (expected, expected, proven(result))
     assert result.per_sample_peak == per_sample and result.method == method
 
 
@@ -158,7 +164,7 @@ def test_cap_convention_spec_case(method, backend, kinds, expected) -> None:
     graph = chain(8)
     found = max_batch(graph, 100, formulation="checkmate", backend=backend, method=method, cap_kinds=kinds)
     result = checked(graph, found)
-    assert (result.batch, result.status, result.lower_limit) == (expected, "optimal", 10)
+    assert (result.batch, result.status, result.lower_limit) == (expected, "optimal_in_model", 10)  # the cap binds
     assert result.per_sample_peak == 100 // expected
 
 

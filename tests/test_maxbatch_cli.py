@@ -40,7 +40,8 @@ def test_json_object_and_written_schedule(chain_file: Path, tmp_path: Path) -> N
     assert run.returncode == 0, run.stderr
     result = json.loads(run.stdout)
     assert {"batch", "upper_bound", "status", "peak", "total_cost", "cap"} <= set(result)
-    assert (result["batch"], result["upper_bound"], result["status"], result["cap"]) == (6, 6, "optimal", 13)
+    # the cap binds below the lower-bound limit: batch 6 is proven largest in Checkmate's model only
+    assert (result["batch"], result["upper_bound"], result["status"], result["cap"]) == (6, 6, "optimal_in_model", 13)
     graph = read_graph(chain_file)
     scaled = BatchScaling.proportional(graph, 1).attach(graph).at_batch(6)
     sim = simulate(scaled, read_schedule(out, scaled))

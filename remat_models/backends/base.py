@@ -156,6 +156,9 @@ class LoweringBackend(ABC):
             result.interrupt_signal = stopper.signal
         result.backend = self.spec
         result.wall_time = time.perf_counter() - start
+        if result.status is SolveStatus.SOLVER_ERROR and not result.message:  # a solver error always says why
+            tail = (result.log or "").strip().splitlines()
+            result.message = tail[-1] if tail else "the solver reported an error"
         if result.x is not None:
             if result.objective is None:  # an incumbent kept from a solver killed at the hard deadline
                 result.objective = lowered.model.objective_value(result.x)

@@ -59,17 +59,19 @@ class CpSatBackend(LoweringBackend):
         self.stopper.on_stop(solver.stop_search)
         status = solver.solve(cp, recorder)
         result = SolveResult(
-            status=_STATUS.get(status.name, SolveStatus.ERROR),
+            status=_STATUS.get(status.name, SolveStatus.SOLVER_ERROR),
             trajectory=traj.points,
             time_to_first=traj.first,
             solver_version=_version(),
             log="\n".join(lines) if limits.log else None,
         )
-        if result.status == SolveStatus.ERROR:
+        if result.status == SolveStatus.SOLVER_ERROR:
             from ortools.sat.python import cp_model_helper as cmh
 
-            result.log = f"{status.name}: {cmh.CpSatHelper.validate_model(cp.proto)}"
-            log.error("cpsat: %s", result.log)
+            why = solver.response_proto.solution_info or cmh.CpSatHelper.validate_model(cp.proto) or "no reason given"
+            result.message = f"{status.name}: {why}"
+            result.log = result.message if result.log is None else f"{result.log}\n{result.message}"
+            log.error("cpsat: %s", result.message)
         if result.has_solution:
             result.x = np.asarray(solver.response_proto.solution, dtype=np.float64)
             result.objective = model.objective_value(result.x)

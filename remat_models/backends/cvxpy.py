@@ -187,7 +187,7 @@ def _status(status: str, has_values: bool) -> SolveStatus:
     if status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE):
         return SolveStatus.INFEASIBLE
     if status in (cp.UNBOUNDED, cp.UNBOUNDED_INACCURATE, cp.SOLVER_ERROR):
-        return SolveStatus.ERROR
+        return SolveStatus.SOLVER_ERROR
     return SolveStatus.FEASIBLE if has_values else SolveStatus.NO_SOLUTION  # a limit, or an inaccurate optimum
 
 

@@ -179,7 +179,7 @@ def _status(status: int, has_solution: bool) -> SolveStatus:
     )
     if status in limited:
         return SolveStatus.FEASIBLE if has_solution else SolveStatus.NO_SOLUTION
-    return SolveStatus.ERROR
+    return SolveStatus.SOLVER_ERROR
 
 
 def _translate(err: Any, model: Model) -> Exception:

@@ -76,8 +76,9 @@ class HighsBackend(LoweringBackend):
             solver_version=f"highspy {h.version()}",
             log="\n".join(lines) if limits.log else None,
         )
-        if result.status == SolveStatus.ERROR:
-            result.log = (result.log or "") + f"\nmodel status: {h.modelStatusToString(status)}"
+        if result.status == SolveStatus.SOLVER_ERROR:
+            result.message = f"model status: {h.modelStatusToString(status)}"
+            result.log = (result.log or "") + f"\n{result.message}"
             log.error("highs: model status %s", h.modelStatusToString(status))
         if result.has_solution:
             result.x = np.asarray(h.getSolution().col_value, dtype=np.float64)
@@ -171,4 +172,4 @@ def _status(status: Any, has_solution: bool) -> SolveStatus:
         s.kUnknown,
     ):
         return SolveStatus.FEASIBLE if has_solution else SolveStatus.NO_SOLUTION
-    return SolveStatus.ERROR
+    return SolveStatus.SOLVER_ERROR

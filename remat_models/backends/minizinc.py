@@ -200,7 +200,7 @@ def _status(status: Any, has_solution: bool) -> SolveStatus:
         return SolveStatus.INFEASIBLE
     if status in (s.SATISFIED, s.UNKNOWN):
         return SolveStatus.FEASIBLE if has_solution else SolveStatus.NO_SOLUTION
-    return SolveStatus.ERROR
+    return SolveStatus.SOLVER_ERROR
 
 
 def _bound(model: Model, stats: dict[str, Any], scale: float) -> float:

@@ -308,7 +308,7 @@ def _status(res: Any, has_solution: bool) -> SolveStatus:
         TC.unknown,
     ):
         return SolveStatus.FEASIBLE if has_solution else SolveStatus.NO_SOLUTION
-    return SolveStatus.ERROR
+    return SolveStatus.SOLVER_ERROR
 
 
 def _version(opt: Any, name: str) -> str:

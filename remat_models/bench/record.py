@@ -10,12 +10,17 @@ import sys
 from importlib import metadata
 from typing import Any
 
-from remat_models.planning.plan import PlanResult
+from remat_models.planning.plan import PlanResult, Status
 
 # Statuses a record can have: the planner's, and the ones the isolation adds.
-RUN_STATUSES = (
-    *("within_budget", "over_budget", "infeasible", "no_schedule"),
-    *("error", "oom", "timeout", "crashed", "interrupted"),  # interrupted: the sweep stopped it (rerun on resume)
+RUN_STATUSES = tuple(
+    s.value
+    for s in (
+        *(Status.WITHIN_BUDGET, Status.OVER_BUDGET, Status.INFEASIBLE, Status.NO_SCHEDULE_IN_MODEL),
+        *(Status.NO_SCHEDULE, Status.SOLVER_ERROR),
+        *(Status.ERROR, Status.OOM, Status.TIMEOUT, Status.CRASHED),
+        Status.INTERRUPTED,  # the sweep stopped it (rerun on resume)
+    )
 )
 _PACKAGES = ("remat_models", "numpy", "ortools", "highspy", "gurobipy", "minizinc", "numba", "torch")
 # Every record has these keys (None where a run produced no value), plus error fields when it failed.

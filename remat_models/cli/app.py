@@ -14,7 +14,14 @@ from rich.logging import RichHandler
 from rich.table import Table
 
 from remat_models.cli.bench import bench_app
-from remat_models.cli.console import discard_stdout, make_console, planning_status
+from remat_models.cli.console import (
+    EXIT_ERROR,
+    EXIT_NO_SCHEDULE,
+    EXIT_SOLVER_ERROR,
+    discard_stdout,
+    make_console,
+    planning_status,
+)
 from remat_models.cli.maxbatch import max_batch_command
 from remat_models.cli.options import (
     AllowanceOption,
@@ -203,6 +210,7 @@ def _solver_table(result: PlanResult) -> Table | None:
         ("objective", "objective"),
         ("bound", "best bound"),
         ("gap", "gap"),
+        ("solver_message", "solver message"),
         ("time_to_first_s", "time to first (s)"),
         ("lp_status", "LP status"),
         ("lp_bound", "LP bound (staged)"),
@@ -277,7 +285,7 @@ def solve_command(
     transfer: TransferOption = None,
     windows: WindowsOption = None,
 ) -> None:
-    """Plan a graph under a budget with a heuristic or a solver; exit 3 if no schedule fits."""
+    """Plan a graph under a budget with a heuristic or a solver; exit 3 if no schedule fits, 4 if the solver failed."""
     if out is not None:
         check_output(out, [graph_path])  # fail now, not after a long solve
     graph = read_graph(graph_path)
@@ -313,7 +321,7 @@ def solve_command(
 
 
 def _report(result: PlanResult, graph: Graph, title: str, out: Path | None, force: bool) -> None:
-    """Print the result (and the solver's numbers), write the schedule; exit 130/143 if interrupted, 3 if over budget.
+    """Print the result (and the solver's numbers), write the schedule; exit 130/143, 3 or 4 as ``_failure`` says.
 
     An interrupted or over-budget schedule is written to a new file but replaces an existing one only
     with ``force``. Interrupted before it found any schedule: one line on stderr, nothing else.
@@ -345,15 +353,22 @@ def _report(result: PlanResult, graph: Graph, title: str, out: Path | None, forc
 
 
 def _failure(result: PlanResult) -> tuple[int, str, str] | None:
-    """Exit status, stderr line and a short description of an interrupted or over-budget result; None if fine."""
+    """Exit status, stderr line and a short description of an interrupted, failed or unfit result; None if fine."""
     if result.interrupted_by is not None:  # exit 128 + the signal's number, as a shell reports it
         name = result.interrupted_by.name
         message = f"interrupted ({name}): {result.method} stopped early; shown is the best it had found"
         return 128 + result.interrupted_by, message, "from an interrupted run"
+    if result.status is PlanStatus.SOLVER_ERROR:
+        why = result.details.get("solver_message") or "no reason given"
+        kept = "" if result.schedule is None else "; shown is the warm start"
+        message = f"error: {result.method}: the solver failed: {why}{kept}"
+        return EXIT_SOLVER_ERROR, message, "from a failed solve"
     if result.status is not PlanStatus.WITHIN_BUDGET:
         peak = "" if result.simulation is None else f" (best peak {result.simulation.peak:,} B)"
         message = f"error: {result.method} found no schedule within {result.budget:,} B: {result.status.value}{peak}"
-        return 3, message, "over budget"
+        if result.status is PlanStatus.NO_SCHEDULE_IN_MODEL:
+            message += " (its model holds none; that proves nothing about the budget: try another method)"
+        return EXIT_NO_SCHEDULE, message, "over budget"
     return None
 
 
@@ -491,9 +506,9 @@ def main() -> None:
     try:
         app()
     except BudgetExceededError as error:
-        _fail(error, 3)
+        _fail(error, EXIT_NO_SCHEDULE)
     except RematError as error:
-        _fail(error, 1)
+        _fail(error, EXIT_ERROR)
     except BrokenPipeError:
         discard_stdout()  # the interpreter's last flush of stdout must not fail again
         sys.exit(1)

@@ -15,6 +15,14 @@ from rich.status import Status
 
 from remat_models.errors import OutputError
 
+# Exit statuses of the commands (docs/semantics.md, "Status"): 0 a fitting schedule (whatever the solver proved),
+# 1 a library error, 3 no schedule within the budget (over_budget, infeasible, no_schedule_in_model, no_schedule),
+# 4 the solver failed (solver_error; a warm start may still be shown), 128 + the signal when one stopped the run.
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_NO_SCHEDULE = 3
+EXIT_SOLVER_ERROR = 4
+
 PIPE_WIDTH = 10_000  # columns when writing to a pipe, a file or a CI log: tables keep their natural width
 
 

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from remat_models.cli.console import make_console
+from remat_models.cli.console import EXIT_NO_SCHEDULE, make_console
 from remat_models.core.batch import BatchScaling
 from remat_models.core.graph import Graph
 from remat_models.core.units import parse_size
@@ -107,7 +107,7 @@ def _report(
             console.print(f"wrote {out}")
     if result.batch < 1:
         errors.print(f"error: {result.base} fits no batch within {result.memory:,} B under the cap: {result.status}")
-        raise typer.Exit(3)
+        raise typer.Exit(EXIT_NO_SCHEDULE)
 
 
 def _table(name: str, result: MaxBatchResult) -> Table:

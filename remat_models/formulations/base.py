@@ -131,6 +131,14 @@ class Formulation(Protocol):
         """Options adjusted to a warm start (e.g. Checkmate's stage order follows the start's first computations)."""
         ...
 
+    def claim(self, status: SolveStatus, built: BuiltModel | None = None) -> SolveStatus:
+        """What a solver's ``status`` on this formulation's model proves about the user's problem.
+
+        ``optimal``/``infeasible`` stay only for a model holding every schedule; a restricted model's proofs
+        become ``optimal_in_model``/``no_schedule_in_model`` (``FormulationBase.claim``).
+        """
+        ...
+
     def solve(self, built: BuiltModel, backend: str, limits: SolveLimits, init: Schedule | None = None) -> SolveOutcome:
         """Solve a built model (extensions applied) and decode; the outcome's schedule is re-simulated."""
         ...
@@ -178,6 +186,10 @@ class FormulationBase:
     overlap_paging: ClassVar[bool] = False  # the overlapped paging extension (``paging-overlap``) applies to its model
     chooses_save_sets: ClassVar[bool] = False  # its plans are save sets (PyTorch's plan space: the torch.compile route)
     window_nodes: ClassVar[int | None] = None  # above this many nodes plans re-solve windows of a start (planning/lns)
+    # Whether the model holds every schedule of the graph (then its solver's proofs are proofs about the user's
+    # problem). No family's does: Checkmate fixes an order and stages, Moccasin C intervals per node, MONeT and
+    # H-ILP their option spaces; see ``claim`` and docs/semantics.md, "Status".
+    exact_model: ClassVar[bool] = False
 
     def options(self, options: Any = None) -> Any:
         """Options as ``options_type`` (see ``options_of``)."""
@@ -235,6 +247,14 @@ class FormulationBase:
         built = self.build(graph, budget, opts)
         return apply_extensions(built, extensions)
 
+    def claim(self, status: SolveStatus, built: BuiltModel | None = None) -> SolveStatus:
+        """What a solver's ``status`` on this formulation's model proves about the user's problem.
+
+        ``optimal``/``infeasible`` stay only for a model holding every schedule (``exact_model``); a restricted
+        model's proofs become ``optimal_in_model``/``no_schedule_in_model``.
+        """
+        return status if self.exact_model else status.in_model()
+
     def solve(self, built: BuiltModel, backend: str, limits: SolveLimits, init: Schedule | None = None) -> SolveOutcome:
         """One solve of ``built`` on ``backend`` from ``init``'s hints, decoded and re-simulated."""
         started = time.perf_counter()
@@ -270,10 +290,12 @@ class FormulationBase:
         """The outcome of ``result`` decoded from ``values`` (default: its own), numbers in graph cost units."""
         if values is None and result.has_solution:
             values = result.values
+        message = result.message or next((p.message for p in phases.values() if p.message), None)
         return SolveOutcome.of(
             formulation=self.name,
             backend=backend,
-            status=status or result.status,
+            status=self.claim(status or result.status, built),
+            message=message,
             schedule=None if values is None else self.decode(built, values),
             graph=built.graph,
             transfer=transfer_of(built.applied),

@@ -25,7 +25,7 @@ class SolveOutcome:
 
     formulation: str
     backend: str
-    status: SolveStatus
+    status: SolveStatus  # a claim about the user's problem (``FormulationBase.claim``); phases keep the solver's
     schedule: Schedule | None = None
     simulation: SimulationResult | None = None
     objective: float | None = None
@@ -42,6 +42,7 @@ class SolveOutcome:
     warm_start: bool = False
     phases: dict[str, SolveResult] = field(default_factory=dict)
     details: dict[str, Any] = field(default_factory=dict)
+    message: str | None = None  # the solver's reason for a SOLVER_ERROR
 
     @classmethod
     def of(
@@ -103,6 +104,7 @@ class SolveOutcome:
             "options": self.options,
             "warm_start": self.warm_start,
             "phases": {name: phase.summary() for name, phase in self.phases.items()},
+            **({"solver_message": self.message} if self.message else {}),
             **self.details,
         }
 

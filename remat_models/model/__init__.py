@@ -5,7 +5,7 @@ from remat_models.model.constructs import ALL_CONSTRUCTS
 from remat_models.model.core import Model
 from remat_models.model.expr import LinConstraint, LinExpr, NotVar, Var, quicksum
 from remat_models.model.lowering import LoweredModel, estimate, lower
-from remat_models.model.result import SolveResult, SolveStatus
+from remat_models.model.result import PlanStatus, SolveResult, SolveStatus, Status
 from remat_models.model.size import SizeEstimate
 
 __all__ = [
@@ -16,9 +16,11 @@ __all__ = [
     "LoweredModel",
     "Model",
     "NotVar",
+    "PlanStatus",
     "SizeEstimate",
     "SolveResult",
     "SolveStatus",
+    "Status",
     "Var",
     "VarBlock",
     "estimate",

@@ -11,15 +11,81 @@ from typing import Any
 import numpy as np
 
 
-class SolveStatus(StrEnum):
-    """Outcome of a solve, shared by all backends."""
+class Status(StrEnum):
+    """Every status of the package, one vocabulary (string values, so JSON and plan files keep them).
 
+    The contract (docs/semantics.md, "Status"): ``OPTIMAL`` and ``INFEASIBLE`` are proofs about the problem the
+    user asked (every schedule of the graph under the budget); a model that holds only some schedules (a fixed
+    order, Moccasin's C intervals, MONeT's or H-ILP's option spaces) proves ``OPTIMAL_IN_MODEL`` and
+    ``NO_SCHEDULE_IN_MODEL`` only. A backend's ``SolveResult`` speaks about the model it was given (for it the
+    model is the problem); a formulation turns its solver's proofs into claims about the user's problem
+    (``FormulationBase.claim``). ``SOLVER_ERROR``: the solver failed (``SolveResult.message`` says why).
+
+    Plans (``PlanResult.status``) use ``WITHIN_BUDGET`` / ``OVER_BUDGET`` for a schedule, the proofs and
+    ``NO_SCHEDULE`` / ``SOLVER_ERROR`` without one; bench records add the ends of a run's process (``ERROR``: the
+    run raised, ``OOM``, ``TIMEOUT``, ``CRASHED``, ``INTERRUPTED``).
+    """
+
+    # proofs about the whole problem
     OPTIMAL = "optimal"
-    FEASIBLE = "feasible"
     INFEASIBLE = "infeasible"
+    # proofs about a restricted model only
+    OPTIMAL_IN_MODEL = "optimal_in_model"
+    NO_SCHEDULE_IN_MODEL = "no_schedule_in_model"
+    # no proof
+    FEASIBLE = "feasible"
     NO_SOLUTION = "no_solution_within_limit"
-    INTERRUPTED = "interrupted"  # stopped by Ctrl-C (SIGINT); values hold the incumbent when there is one
-    ERROR = "error"
+    INTERRUPTED = "interrupted"  # stopped by a signal (SIGINT, SIGTERM); values hold the incumbent when there is one
+    SOLVER_ERROR = "solver_error"
+    # a plan's schedule against its budget, or why there is none
+    WITHIN_BUDGET = "within_budget"
+    OVER_BUDGET = "over_budget"
+    NO_SCHEDULE = "no_schedule"  # no schedule within the limits, nothing proven
+    # how a bench run's process ended without a plan
+    ERROR = "error"  # the run raised (files before the solver_error status: a solver error too)
+    OOM = "oom"
+    TIMEOUT = "timeout"
+    CRASHED = "crashed"
+
+    @classmethod
+    def _missing_(cls, value: object) -> Status | None:
+        """Older spellings: max batch's ``no_solution``."""
+        return _LEGACY.get(value) if isinstance(value, str) else None
+
+    @classmethod
+    def read(cls, value: object) -> Status:
+        """A status from a file (older spellings included); ``ValueError`` naming the known ones otherwise."""
+        try:
+            return cls(value)
+        except ValueError:
+            known = ", ".join(s.value for s in cls)
+            raise ValueError(f"unknown status {value!r}; known: {known}") from None
+
+    @property
+    def is_optimal(self) -> bool:
+        """A proof of optimality, of the whole problem or of the solver's model (``OPTIMAL``, ``OPTIMAL_IN_MODEL``)."""
+        return self in (Status.OPTIMAL, Status.OPTIMAL_IN_MODEL)
+
+    @property
+    def is_no_schedule_proof(self) -> bool:
+        """A proof that nothing fits, in the whole problem or in the solver's model."""
+        return self in (Status.INFEASIBLE, Status.NO_SCHEDULE_IN_MODEL)
+
+    @property
+    def is_proof(self) -> bool:
+        """Either proof, of either reach."""
+        return self.is_optimal or self.is_no_schedule_proof
+
+    def in_model(self) -> Status:
+        """The status as a restricted model's claim: its proofs speak about the model only."""
+        return _IN_MODEL.get(self, self)
+
+
+_LEGACY: dict[str, Status] = {"no_solution": Status.NO_SOLUTION}
+_IN_MODEL = {Status.OPTIMAL: Status.OPTIMAL_IN_MODEL, Status.INFEASIBLE: Status.NO_SCHEDULE_IN_MODEL}
+
+SolveStatus = Status  # the names of the two enums this one replaced (issue #30); the same class
+PlanStatus = Status
 
 
 def relative_gap(objective: float | None, bound: float | None) -> float | None:
@@ -46,6 +112,7 @@ class SolveResult:
     log: str | None = None
     x: np.ndarray | None = field(default=None, repr=False)  # flat column values of the solved model
     interrupt_signal: int | None = None  # the signal (SIGINT, SIGTERM) that stopped an INTERRUPTED solve
+    message: str | None = None  # why a SOLVER_ERROR solve failed, in the solver's words
 
     @property
     def has_solution(self) -> bool:
@@ -72,6 +139,8 @@ class SolveResult:
             "backend": self.backend,
             "solver_version": self.solver_version,
         }
+        if self.message:
+            out["message"] = self.message
         if include_values:
             out["values"] = {k: v.tolist() for k, v in self.values.items()}
         return out

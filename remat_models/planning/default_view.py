@@ -41,8 +41,9 @@ def plan_default_view(
 ) -> PlanResult:
     """``plan_view`` (a plan of any graph, over budget allowed) on the default view, lifted to ``graph``."""
     result = plan_view(graph.default_view())
-    if result.schedule is None:
-        return replace(result, graph_name=graph.name, graph_hash=graph.content_hash)
+    if result.schedule is None:  # the view holds the default implementations only: its proofs are the view's
+        status = PlanStatus.NO_SCHEDULE_IN_MODEL if result.status is PlanStatus.INFEASIBLE else result.status
+        return replace(result, graph_name=graph.name, graph_hash=graph.content_hash, status=status)
     schedule = lift_schedule(graph, result.schedule)
     label = result.method
     if greedy:
@@ -50,6 +51,8 @@ def plan_default_view(
         label = f"{label}+greedy-impls"
     simulation = simulate(graph, schedule)
     status = PlanStatus.WITHIN_BUDGET if simulation.fits(budget) else PlanStatus.OVER_BUDGET
+    if result.status is PlanStatus.SOLVER_ERROR:
+        status = PlanStatus.SOLVER_ERROR
     lifted = replace(
         result,
         graph_name=graph.name,

@@ -121,9 +121,9 @@ def improve_by_windows(
             continue
         seconds = time.perf_counter() - solved_at
         log.debug("window %s: %d nodes, %s in %.1f s", ranges, window.graph.n, outcome.status.value, seconds)
-        if outcome.status is SolveStatus.OPTIMAL and seconds < limit / 4:
+        if outcome.status.is_optimal and seconds < limit / 4:  # optimal for the window's model
             half = min(MAX_STEPS, int(half * GROW) + 1)
-        elif outcome.status is not SolveStatus.OPTIMAL:
+        elif not outcome.status.is_optimal:
             half = max(MIN_STEPS, int(half * SHRINK))
         if outcome.status is SolveStatus.INTERRUPTED:  # the solver's own handler took the signal
             search.interrupted = next((p for p in outcome.phases.values() if p.interrupt_signal is not None), None)

@@ -36,8 +36,7 @@ from remat_models.core.graph import Graph, NodeKind
 from remat_models.core.schedule import Schedule, SimulationResult, input_order_schedule, simulate
 from remat_models.errors import ConfigurationError, SolverError
 from remat_models.formulations import DEFAULT_FORMULATION, get_formulation
-from remat_models.model import SolveStatus
-from remat_models.planning.plan import PlanStatus, methods, plan
+from remat_models.planning.plan import Status, methods, plan
 from remat_models.planning.warm_start import FAST_BASELINES
 
 log = logging.getLogger(__name__)
@@ -76,8 +75,10 @@ class Probe:
 class MaxBatchResult:
     """The largest batch found, its schedule simulated at that batch, and how it was found.
 
-    ``status``: ``optimal`` (batch == upper_bound, proven), ``feasible`` (a batch, not proven largest),
-    ``infeasible`` (proven: no batch >= 1 fits under the cap), ``no_solution`` (none found, nothing proven).
+    ``status`` (a ``Status``): ``optimal`` (batch == the lower-bound limit: no schedule fits a larger one),
+    ``optimal_in_model`` (batch == upper_bound, a bound the solver proved for its model only), ``feasible`` (a
+    batch, not proven largest), ``infeasible`` (proven: nothing fits at batch 1), ``no_schedule_in_model`` (the
+    model holds no batch), ``no_solution_within_limit`` (none found, nothing proven; ``no_solution`` before).
     ``upper_bound`` is a proven bound within the method (None for heuristics); ``lower_limit`` is
     checkpoint-all's batch and ``upper_limit`` the lower-bound limit (no schedule fits a larger batch).
     """
@@ -87,7 +88,7 @@ class MaxBatchResult:
     base: str
     batch: int
     upper_bound: int | None
-    status: str
+    status: Status
     memory: int
     cap: float
     lower_limit: int
@@ -272,7 +273,8 @@ class _Search:
             sim = result.simulation
             fits = sim is not None and sim.fits(self.memory)
             ok = fits and within_cap(sim.total_cost, self.cap)  # type: ignore[union-attr]
-            proven = result.status == PlanStatus.INFEASIBLE or (fits and result.solver_status is SolveStatus.OPTIMAL)
+            solver = result.solver_status
+            proven = result.status.is_no_schedule_proof or (fits and solver is not None and solver.is_optimal)
             status = "fits" if ok else "over_cap" if fits else result.status.value
             found = Probe(batch, ok, not ok and proven, _peak(sim), _cost(sim), status, time.perf_counter() - t0)
             return found, result.schedule if ok else None
@@ -336,10 +338,14 @@ class _Search:
             batch, schedule = 0, None
         if upper_bound is not None:
             upper_bound = max(min(upper_bound, self.upper), 0)
+        # only the lower-bound limit (self.upper) holds for every schedule; a solver's bound holds in its model
         if batch >= 1:
-            status = "optimal" if upper_bound is not None and batch >= upper_bound else "feasible"
+            proven = upper_bound is not None and batch >= upper_bound
+            status = Status.OPTIMAL if batch >= self.upper else Status.OPTIMAL_IN_MODEL if proven else Status.FEASIBLE
+        elif self.upper < 1:
+            status = Status.INFEASIBLE
         else:
-            status = "infeasible" if upper_bound == 0 or self.upper < 1 else "no_solution"
+            status = Status.NO_SCHEDULE_IN_MODEL if upper_bound == 0 else Status.NO_SOLUTION
         return MaxBatchResult(
             graph_name=self.graph.name,
             method=method,

@@ -31,13 +31,14 @@ from remat_models.planning.methods import (
     resolve_method,
     run_method,
 )
-from remat_models.planning.result import MethodRun, PlanResult, PlanStatus, over_budget_error
+from remat_models.planning.result import MethodRun, PlanResult, PlanStatus, Status, over_budget_error
 
 __all__ = [
     "DEFAULT_METHOD",
     "MethodRef",
     "PlanResult",
     "PlanStatus",
+    "Status",
     "method_names",
     "methods",
     "over_budget_error",
@@ -187,7 +188,9 @@ def _result(
             "%s on %s: peak %d (budget %d), TDI %.2f%%", run.label, graph.name, simulation.peak, budget, simulation.tdi
         )
     else:
-        status = PlanStatus.INFEASIBLE if run.infeasible else PlanStatus.NO_SCHEDULE
+        status = run.no_schedule_status()
+    if run.outcome is not None and run.outcome.status is PlanStatus.SOLVER_ERROR:
+        status = PlanStatus.SOLVER_ERROR  # whatever schedule stands (a warm start), the solver failed: say so
     return PlanResult(
         graph_name=graph.name,
         graph_hash=graph.content_hash,

@@ -31,7 +31,6 @@ from remat_models.errors import RematError
 from remat_models.heuristics.registry import run_heuristic
 from remat_models.heuristics.three_way import three_way
 from remat_models.io import linear_chain
-from remat_models.model import SolveStatus
 from remat_models.planning.result import MethodRun
 from remat_models.planning.solve import run_formulation
 from remat_models.planning.warm_start import auto_init, cheapest_fitting, fast_baselines
@@ -113,7 +112,7 @@ def _member(conn: Connection, name: str, call: Callable[[], MethodRun]) -> Metho
         _send(conn, name, None, error=str(error))
         return None
     outcome, seconds = report.outcome, time.perf_counter() - started
-    optimal = outcome is not None and outcome.status is SolveStatus.OPTIMAL
+    optimal = outcome is not None and outcome.status.is_optimal  # in the member's model (auto's stop rule)
     bound = None if outcome is None else outcome.bound
     _send(conn, report.label, report.schedule, bound=bound, seconds=seconds, optimal=optimal)
     return report
@@ -194,7 +193,7 @@ def _exact(conn: Connection, job: dict[str, Any], total: float) -> None:
         report = _member(conn, formulation, solve)
         if report is None:
             continue
-        proven = report.outcome is not None and report.outcome.status is SolveStatus.OPTIMAL
+        proven = report.outcome is not None and report.outcome.status.is_optimal
         if report.interrupted_by is not None or proven:
             return  # stopped (the parent's SIGTERM reaches a warm start or solve as an interrupt), or proven
         found = cheapest_fitting(graph, budget, [s for s in (start, report.schedule) if s is not None])

@@ -4,22 +4,12 @@ from __future__ import annotations
 
 import signal
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
 from remat_models.core.schedule import Schedule, SimulationResult
 from remat_models.errors import BudgetExceededError
 from remat_models.formulations.outcome import SolveOutcome, jsonable
-from remat_models.model import SolveStatus
-
-
-class PlanStatus(StrEnum):
-    """Whether the schedule a method returned fits the budget (as simulated), or why there is none."""
-
-    WITHIN_BUDGET = "within_budget"
-    OVER_BUDGET = "over_budget"
-    INFEASIBLE = "infeasible"  # the solver proved that the model has no solution
-    NO_SCHEDULE = "no_schedule"  # no solution within the limits (or a solver error)
+from remat_models.model import PlanStatus, SolveStatus, Status
 
 
 @dataclass(frozen=True)
@@ -30,6 +20,11 @@ class PlanResult:
     heuristics and portfolios; ``details`` holds the JSON-ready numbers written beside a schedule.
     ``interrupted_by``: the signal (SIGINT, SIGTERM) that stopped the method early; its schedule is the best
     it had found by then.
+
+    ``status`` (a ``Status``): ``within_budget`` / ``over_budget`` for a schedule; without one ``infeasible`` (a
+    proof that no schedule of the graph fits), ``no_schedule_in_model`` (the method's model holds none: proves
+    nothing about the budget) or ``no_schedule``; ``solver_error`` whenever the solver failed (a warm start may
+    still stand as the schedule). The solver's own claim is ``solver_status``.
     """
 
     graph_name: str
@@ -37,7 +32,7 @@ class PlanResult:
     method: str
     budget: int
     reference_peak: int
-    status: PlanStatus
+    status: Status
     schedule: Schedule | None
     simulation: SimulationResult | None
     wall_time: float
@@ -87,6 +82,9 @@ class PlanResult:
         )
 
 
+__all__ = ["MethodRun", "PlanResult", "PlanStatus", "SolveStatus", "Status", "over_budget_error"]
+
+
 def over_budget_error(result: PlanResult) -> BudgetExceededError:
     """The error for a schedule whose simulated peak exceeds its budget (the result rides along)."""
     assert result.simulation is not None
@@ -104,7 +102,8 @@ def over_budget_error(result: PlanResult) -> BudgetExceededError:
 class MethodRun:
     """What running one method gives ``plan()``: its label, schedule (with its simulation when known) and outcome.
 
-    ``infeasible``: the solver proved its model has no solution (and no warm start was returned instead);
+    ``infeasible``: the solver proved its model has no solution (and no warm start was returned instead); the
+    outcome's status says whether that model holds every schedule (``infeasible``) or not (``no_schedule_in_model``);
     ``interrupted_by``: the signal that stopped the method early.
     """
 
@@ -115,3 +114,10 @@ class MethodRun:
     simulation: SimulationResult | None = None
     infeasible: bool = False
     interrupted_by: signal.Signals | None = None
+
+    def no_schedule_status(self) -> Status:
+        """The plan's status when this run has no schedule: the outcome's proof of no schedule, or none."""
+        if self.infeasible:
+            proof = None if self.outcome is None else self.outcome.status
+            return Status.INFEASIBLE if proof is Status.INFEASIBLE else Status.NO_SCHEDULE_IN_MODEL
+        return Status.NO_SCHEDULE

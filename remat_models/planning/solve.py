@@ -216,7 +216,7 @@ def _run_of(
         details,
         outcome,
         simulation=outcome.simulation,
-        infeasible=outcome.status == SolveStatus.INFEASIBLE,
+        infeasible=outcome.status.is_no_schedule_proof,
         interrupted_by=_interrupted_by(outcome),
     )
     if start is None or extensions:

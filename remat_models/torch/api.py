@@ -224,7 +224,10 @@ def plan(
     result = plan_graph(graph, limit, method, allow_over_budget=allow_over_budget, **options)
     if result.schedule is None:
         raise SolverError(f"{result.method} returned no schedule ({result.status.value}) for budget {limit:,} B")
-    if result.status is not PlanStatus.WITHIN_BUDGET:
+    if result.status is PlanStatus.SOLVER_ERROR:
+        why = result.details.get("solver_message")
+        log.warning("%s: the solver failed (%s); running the warm start it kept", result.method, why)
+    if result.simulation is not None and not result.simulation.fits(limit):
         peak = result.simulation.peak
         log.warning("%s found no schedule within %d B (peak %d B); running its best", result.method, limit, peak)
     return RematStep(model, torch_graph, result, compiled=compiled)

@@ -91,7 +91,9 @@ def lp_rounding(
     if chosen is not None:
         status = SolveStatus.FEASIBLE
     else:
-        status = SolveStatus.INFEASIBLE if bound_result.status == SolveStatus.INFEASIBLE else SolveStatus.NO_SOLUTION
+        # an infeasible LP relaxation proves only that Checkmate's model (one order, stages) holds no schedule
+        infeasible = bound_result.status == SolveStatus.INFEASIBLE
+        status = SolveStatus.NO_SCHEDULE_IN_MODEL if infeasible else SolveStatus.NO_SOLUTION
     log.info(
         "LP rounding on %s: LP %s, %d candidates, best %s", graph.name, bound_result.status.value, len(candidates), best
     )

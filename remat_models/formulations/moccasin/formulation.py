@@ -137,7 +137,10 @@ class _TwoPhase:
             outcome.time_to_first = time_to_first if time_to_first is not None else outcome.time_to_first or offset
         elif best is not None:  # phase 2 found nothing better within its time: keep the fitting start / phase 1
             interrupted = phase2.status is SolveStatus.INTERRUPTED  # a signal ends the solve, whatever it has
-            status = SolveStatus.INTERRUPTED if interrupted else SolveStatus.FEASIBLE
+            failed = phase2.status is SolveStatus.SOLVER_ERROR  # the start stands, but the error is the status
+            status = (
+                SolveStatus.INTERRUPTED if interrupted else SolveStatus.SOLVER_ERROR if failed else SolveStatus.FEASIBLE
+            )
             outcome = self._outcome(phase2, hints, status, init, offset)
             outcome.time_to_first = outcome.time_to_best = time_to_first
         else:
