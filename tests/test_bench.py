@@ -276,7 +276,7 @@ def test_memory_limit_gives_oom_and_stop_running_stops_children(chain: Path, tmp
     sweep_file.write_text(
         f'graphs = ["{chain}"]\nbudgets = ["90%"]\nmethods = ["{PLUGIN}:hog"]\nmemory_limit = "3GiB"\ntime_limit = 5\n'
     )
-    (record,) = run_sweep(expand(load_sweep(sweep_file)), tmp_path / "oom.jsonl")
+    (record,) = run_sweep(expand(load_sweep(sweep_file, allow_code=True)), tmp_path / "oom.jsonl")
     assert record["status"] == "oom"
     hang_sweep = sweep_from_options([str(chain)], ["90%"], [f"{PLUGIN}:hang"], time_limit=30, grace=30)
     killer = threading.Timer(2.0, stop_running)

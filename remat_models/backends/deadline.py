@@ -10,6 +10,11 @@ limit (Checkmate of a 199-node transformer through Pyomo: 15 s under a 5 s limit
 each improving solution its solver reports (:func:`publish_incumbent`, from the backends' incumbent
 callbacks), so a killed solve answers ``FEASIBLE`` with the last one, or ``NO_SOLUTION`` without any.
 Ctrl-C or SIGTERM reaches the child as SIGINT, which stops its solver and returns its incumbent.
+
+The child dies with the parent, SIGKILL included (``PR_SET_PDEATHSIG``), and leads its own session
+with its own temporary folder (``tempfile.tempdir``): a small watchdog process
+(:func:`remat_models.core.processes.kill_session_on_parent_death`) kills that session, solver binaries such as
+``minizinc`` and ``fzn-gecode`` included, and removes the folder once the child or its parent is gone.
 """
 
 from __future__ import annotations
@@ -18,7 +23,9 @@ import logging
 import multiprocessing
 import os
 import pickle
+import shutil
 import signal
+import tempfile
 import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
@@ -27,6 +34,7 @@ import numpy as np
 
 from remat_models.backends.interrupt import STOP_SIGNALS, Stopper
 from remat_models.core.limits import wait_slice
+from remat_models.core.processes import die_with_parent, kill_session, kill_session_on_parent_death, stop_watchdog
 from remat_models.errors import SolverError
 from remat_models.model import SolveResult, SolveStatus
 
@@ -64,7 +72,7 @@ def run_with_deadline(name: str, solve: Callable[[], SolveResult], seconds: floa
     """``solve()`` in a forked child, killed after ``seconds``: then ``FEASIBLE`` with its last incumbent."""
     context = multiprocessing.get_context("fork")
     receiver, sender = context.Pipe(duplex=False)
-    child = context.Process(target=_child, args=(solve, sender, stopper), daemon=True)
+    child = context.Process(target=_child, args=(solve, sender, stopper, os.getpid()), daemon=True)
     child.start()
     sender.close()
     stopper.on_stop(lambda: child.pid is not None and os.kill(child.pid, signal.SIGINT))
@@ -75,7 +83,7 @@ def run_with_deadline(name: str, solve: Callable[[], SolveResult], seconds: floa
             if not receiver.poll(wait_slice(deadline - time.monotonic())):
                 if time.monotonic() < deadline:  # a slice of a wait longer than poll() takes
                     continue
-                child.kill()
+                _kill(child)
                 return _killed(name, seconds, incumbent)
             try:
                 kind, payload = receiver.recv()
@@ -89,10 +97,18 @@ def run_with_deadline(name: str, solve: Callable[[], SolveResult], seconds: floa
         receiver.close()
         child.join(timeout=5.0)
         if child.is_alive():
-            child.kill()
+            _kill(child)
     if kind == "error":
         raise payload
     return payload
+
+
+def _kill(child: multiprocessing.process.BaseProcess) -> None:
+    """SIGKILL the child and its session (a solver binary it started); its watchdog removes its folder."""
+    if child.pid is not None:
+        kill_session(child.pid)  # not yet a session of its own: nothing (the watchdog is not started yet)
+    child.kill()
+    child.join()
 
 
 def _killed(name: str, seconds: float, incumbent: np.ndarray | None) -> SolveResult:
@@ -103,10 +119,15 @@ def _killed(name: str, seconds: float, incumbent: np.ndarray | None) -> SolveRes
     return SolveResult(status, x=incumbent, log=f"{name}: killed at the hard deadline ({seconds:.1f} s); {kept}")
 
 
-def _child(solve: Callable[[], SolveResult], sender: Connection, stopper: Stopper) -> None:
+def _child(solve: Callable[[], SolveResult], sender: Connection, stopper: Stopper, parent: int) -> None:
     global _incumbent_sink
+    die_with_parent(parent)  # SIGKILL when the parent dies; its watchdog then kills the session
+    os.setsid()  # this child, and whatever it starts, in a session of their own
+    folder = tempfile.mkdtemp(prefix="remat-solve-")
+    tempfile.tempdir = os.environ["TMPDIR"] = folder  # every temporary file of this process and its solver's
+    watchdog = kill_session_on_parent_death(parent, os.getpid(), [folder])
     _incumbent_sink = sender
-    for signum in STOP_SIGNALS:  # the parent forwards its stop as SIGINT; a SIGTERM sent to the group stops too
+    for signum in STOP_SIGNALS:  # the parent forwards its stop as SIGINT; a SIGTERM stops too
         signal.signal(signum, lambda signum, frame: stopper.stop(signum))
     logging.disable(logging.CRITICAL)  # a handler's lock (rich's status line) may have been held at the fork
     try:
@@ -119,4 +140,6 @@ def _child(solve: Callable[[], SolveResult], sender: Connection, stopper: Stoppe
             message = ("error", SolverError(f"{type(error).__name__}: {error}"))
     sender.send(message)
     sender.close()
+    stop_watchdog(watchdog)
+    shutil.rmtree(folder, ignore_errors=True)
     os._exit(0)  # no interpreter teardown in a forked child

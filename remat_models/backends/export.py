@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from remat_models.errors import ConfigurationError, OutputError, SolverError
-from remat_models.io.atomic import atomic_files
+from remat_models.io.atomic import atomic_files, check_not_input
 from remat_models.model import Model
 
 Exporter = Callable[..., None]  # fn(model, tmp_path, *companion_tmp_paths)
@@ -68,16 +68,43 @@ def register_exporter(suffix: str, fn: Exporter, companions: tuple[str, ...] = (
     _EXPORTERS[suffix] = (fn, companions)
 
 
-def export(model: Model, path: str | Path) -> Path:
+def companion_files(path: str | Path) -> list[Path]:
+    """The files an export to ``path`` writes beside it (``keep.mzn`` -> ``keep.dzn``); none for an unknown suffix."""
+    path = Path(path)
+    return [path.with_suffix(suffix) for suffix in _EXPORTERS.get(path.suffix, (None, ()))[1]]
+
+
+def check_companions(path: str | Path, inputs: Iterable[str | os.PathLike[str]] = (), *, force: bool = False) -> None:
+    """Refuse companions of ``path`` that are inputs (always) or exist (unless ``force``): the user named only ``path``.
+
+    The output itself follows the usual rule (``check_output``); a companion such as ``keep.dzn`` is never
+    replaced silently: OutputError names it and says that ``--force`` replaces it.
+    """
+    sources = list(inputs)
+    for companion in companion_files(path):
+        check_not_input(companion, sources)
+        if os.path.lexists(companion) and not force:
+            raise OutputError(
+                f"{companion} exists (written beside {Path(path).name}); refusing to overwrite it (--force replaces it)"
+            )
+
+
+def export(
+    model: Model, path: str | Path, *, force: bool = False, inputs: Iterable[str | os.PathLike[str]] = ()
+) -> Path:
     """Write ``model`` to ``path`` (and its companions beside it); the format follows the suffix.
 
     Nothing is left half-written (see ``remat_models.io.atomic``): the targets are checked first, every
     file goes to a temp file (same suffix) in the target folder, is synced and checked, and all are
-    ``os.replace``d once complete (companions before ``path``).
+    ``os.replace``d once complete (companions before ``path``). An existing companion (``.dzn`` beside an
+    ``.mzn``) is kept, OutputError, unless ``force``; no target may be one of ``inputs``.
     """
     path = Path(path)
     if path.suffix not in _EXPORTERS:
         raise ConfigurationError(f"no exporter for {path.suffix!r}; known: {', '.join(sorted(_EXPORTERS))}")
+    sources = list(inputs)
+    check_not_input(path, sources)
+    check_companions(path, sources, force=force)
     writer, companions = _EXPORTERS[path.suffix]
     targets = [path.with_suffix(s) for s in companions] + [path]
     with atomic_files(targets) as temps:

@@ -19,7 +19,6 @@ import logging
 import os
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -29,6 +28,7 @@ from typing import Any
 from remat_models.bench.record import OUTCOME_FIELDS, machine, versions
 from remat_models.bench.sweep import RunSpec
 from remat_models.bench.watchdog import PARENT_ENV
+from remat_models.core.processes import child_env, python_command
 
 log = logging.getLogger(__name__)
 _STDERR_TAIL = 2000
@@ -70,12 +70,12 @@ def run_isolated(task: dict[str, Any]) -> dict[str, Any]:
         started = time.perf_counter()
         with open(log_path, "wb") as output:
             process = subprocess.Popen(
-                [sys.executable, "-m", "remat_models.bench.child", str(result_path)],
+                python_command("remat_models.bench.child", str(result_path)),  # -P: no module of the working folder
                 stdin=subprocess.PIPE,
                 stdout=output,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                env={**os.environ, PARENT_ENV: str(os.getpid())},  # the child stops if this process dies
+                env=child_env({PARENT_ENV: str(os.getpid())}),  # the child stops if this process dies
             )
             with _LIVE_LOCK:
                 _LIVE.add(process)

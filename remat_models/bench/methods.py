@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from remat_models.errors import ConfigurationError
-from remat_models.extensions.registry import make_extensions
+from remat_models.extensions.registry import extension_code, make_extensions
 from remat_models.planning.methods import MethodRef, parse_method_name
 
 # Published method families (columns of the reference tables) by our method's identity.
@@ -69,7 +69,7 @@ class MethodSpec:
 _KEYS = {f.name for f in fields(MethodSpec)} | {"seed"}  # a sweep's method table: the spec's fields (seed: one seed)
 
 
-def parse_method(text: str) -> MethodSpec:
+def parse_method(text: str, *, allow_code: bool = True) -> MethodSpec:
     """Read the command-line form: ``NAME`` (heuristic), ``FORMULATION/BACKEND``, ``checkmate/lp-rounding``,
     or a plug-in ``module:function`` / ``path/to/file.py:function``.
     """  # noqa: D205
@@ -77,18 +77,24 @@ def parse_method(text: str) -> MethodSpec:
     if not text:
         raise ConfigurationError("empty method name")
     if ":" in text and (text.rsplit(":", 1)[0].endswith(".py") or "/" not in text):
-        return method_from_mapping({"plugin": text})
+        return method_from_mapping({"plugin": text}, allow_code=allow_code)
     ref = parse_method_name(text)
     if ref.method is not None:
         return method_from_mapping({"name": ref.method})
     return method_from_mapping({"formulation": ref.formulation, "backend": ref.backend, "approx": ref.approx})
 
 
-def method_from_mapping(data: Mapping[str, Any]) -> MethodSpec:
-    """Build a MethodSpec from a TOML/YAML table; unknown keys and ambiguous kinds raise ConfigurationError."""
+def method_from_mapping(data: Mapping[str, Any], *, allow_code: bool = True) -> MethodSpec:
+    """Build a MethodSpec from a TOML/YAML table; unknown keys and ambiguous kinds raise ConfigurationError.
+
+    ``allow_code=False`` (a sweep file without ``--allow-code``) refuses a plug-in and extensions that are files or
+    modules before anything is imported: a sweep file is data, and runs no code of its own unless asked to.
+    """
     unknown = sorted(set(data) - _KEYS)
     if unknown:
         raise ConfigurationError(f"unknown method key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(_KEYS))}")
+    if not allow_code:
+        check_no_code(data)
     chosen = [key for key in ("name", "formulation", "plugin") if data.get(key) is not None]
     if len(chosen) != 1:
         raise ConfigurationError(f"a method needs exactly one of name, formulation or plugin; got {dict(data)!r}")
@@ -120,6 +126,19 @@ def method_from_mapping(data: Mapping[str, Any]) -> MethodSpec:
     label = data.get("label") or _default_label(spec)
     paper = spec.paper if spec.paper is not None else _family(spec)
     return replace(spec, label=str(label), paper=paper)
+
+
+def check_no_code(data: Mapping[str, Any]) -> None:
+    """Refuse a method table that names code to run (a plug-in, an extension file or module); see above."""
+    extensions = data.get("extensions")
+    named = [data["plugin"]] if data.get("plugin") is not None else []
+    if isinstance(extensions, (list, tuple)):
+        named += [code for code in map(extension_code, extensions) if code is not None]
+    if named:
+        raise ConfigurationError(
+            f"the sweep file names code to run ({', '.join(map(repr, named))}); a sweep file runs code only when"
+            " asked: pass --allow-code (remat bench run) or allow_code=True (load_sweep) if you trust it"
+        )
 
 
 def _check_known(spec: MethodSpec) -> None:

@@ -28,6 +28,10 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
         return []
     except OSError as error:
         raise ConfigurationError(f"{source}: cannot read results: {error.strerror or error}") from error
+    except UnicodeDecodeError as error:
+        raise ConfigurationError(
+            f"{source}: not a results file of `remat bench run` (not UTF-8 text: byte {error.start:,})"
+        ) from None
     records = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
@@ -40,6 +44,41 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
         if isinstance(record, dict) and "run_id" in record:
             records.append(record)
     return records
+
+
+RECORD_START = '{"run_id":'  # how every record line begins (run_isolated puts run_id first): a torn one too
+
+
+def check_results_file(path: str | Path) -> None:
+    """Refuse to append to a file that exists, is not empty and is not a results file (a plan, a graph, a CSV).
+
+    Every non-empty line must be a JSON object with a ``run_id``, or the torn beginning of one. Raises
+    OutputError naming the first line that is not, before any run and before anything is appended.
+    """
+    source = Path(path)
+    try:
+        data = source.read_bytes()
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return
+    except OSError:
+        return  # unreadable: ResultStore.exclusive says why it cannot be written
+    refuse = f"{source} is not a results file of `remat bench run`"
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise OutputError(f"{refuse} (not UTF-8 text: byte {error.start:,}); refusing to append to it") from None
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or _is_record_or_torn(line):
+            continue
+        raise OutputError(f"{refuse} (line {number} is not a run record); refusing to append to it (choose another -o)")
+
+
+def _is_record_or_torn(line: str) -> bool:
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return line.startswith(RECORD_START)  # the torn beginning of a record (a sweep killed while it appended)
+    return isinstance(record, dict) and "run_id" in record
 
 
 def finished_ids(records: Iterable[dict[str, Any]], *, retry_failed: bool = False) -> set[str]:
@@ -58,10 +97,12 @@ class ResultStore:
     def exclusive(self) -> Iterator[None]:
         """Hold the results file for one sweep: it must be writable now, and no other sweep may hold it.
 
-        Raises OutputError at once when the file cannot be created or appended to (before any run),
+        Raises OutputError at once when the file cannot be created or appended to, or is not a results file
+        (:func:`check_results_file`; before any run),
         and ConfigurationError when another ``remat bench run`` holds it (which would run the same jobs).
         A file this call created and nothing was appended to is removed again.
         """
+        check_results_file(self.path)
         created = not self.path.exists()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -88,8 +89,13 @@ class RunSpec:
         return cls(**{**data, "method": method_from_mapping(data["method"])})
 
 
-def load_sweep(path: str | Path) -> Sweep:
-    """Read a sweep file (``.toml``, ``.yaml``/``.yml``); ConfigurationError names the file and the problem."""
+def load_sweep(path: str | Path, *, allow_code: bool = False) -> Sweep:
+    """Read a sweep file (``.toml``, ``.yaml``/``.yml``); ConfigurationError names the file and the problem.
+
+    A sweep file that names code (a plug-in method, an extension file or module) is refused unless
+    ``allow_code`` (``remat bench run --allow-code``); its ``name`` must be a plain file name (see
+    :func:`check_sweep_name`).
+    """
     source = Path(path)
     try:
         text = source.read_text(encoding="utf-8")
@@ -107,7 +113,7 @@ def load_sweep(path: str | Path) -> Sweep:
     if not isinstance(data, Mapping):
         raise ConfigurationError(f"{source}: a sweep file holds a table at the top level")
     try:
-        return sweep_from_mapping(data, name=source.stem, base=source.resolve().parent)
+        return sweep_from_mapping(data, name=source.stem, base=source.resolve().parent, allow_code=allow_code)
     except ConfigurationError as error:
         raise ConfigurationError(f"{source}: {error}") from error
 
@@ -123,16 +129,36 @@ def _load_yaml(text: str, source: Path) -> Any:
         raise ConfigurationError(f"{source}: invalid YAML: {error}") from error
 
 
-def sweep_from_mapping(data: Mapping[str, Any], *, name: str = "sweep", base: Path | None = None) -> Sweep:
-    """Build a sweep from decoded TOML/YAML: top-level defaults, ``[method.LABEL]`` definitions, ``[[groups]]``."""
+def sweep_from_mapping(
+    data: Mapping[str, Any], *, name: str = "sweep", base: Path | None = None, allow_code: bool = False
+) -> Sweep:
+    """Build a sweep from decoded TOML/YAML: top-level defaults, ``[method.LABEL]`` definitions, ``[[groups]]``.
+
+    Code named in it (plug-ins, extension files) is refused unless ``allow_code``; see :func:`load_sweep`.
+    """
     _check_keys(data, _TOP_KEYS, "sweep")
-    defined = {label: _defined(label, spec) for label, spec in (data.get("method") or {}).items()}
+    check_sweep_name(data.get("name", name))
+    defined = {label: _defined(label, spec, allow_code) for label, spec in (data.get("method") or {}).items()}
     defaults = {key: data[key] for key in _GROUP_KEYS - {"name"} if key in data}
     raw_groups = data.get("groups") or [{"name": "main"}]
     if not isinstance(raw_groups, list):
         raise ConfigurationError("groups must be a list of tables ([[groups]])")
-    groups = [_group({**defaults, **raw}, index, defined) for index, raw in enumerate(raw_groups)]
+    groups = [_group({**defaults, **raw}, index, defined, allow_code) for index, raw in enumerate(raw_groups)]
     return Sweep(name=str(data.get("name", name)), groups=tuple(groups), base=base)
+
+
+def check_sweep_name(name: Any) -> str:
+    """A sweep name names the results file (``bench_results/NAME.jsonl``): a plain file name, no folder in it.
+
+    Refused: empty, ``.`` or ``..``, a path separator, a NUL byte, a leading ``~``.
+    """
+    text = str(name)
+    bad = text.strip() in ("", ".", "..") or "\0" in text or text.startswith("~")
+    if bad or any(sep in text for sep in ("/", "\\", os.sep)):
+        raise ConfigurationError(
+            f"sweep name {name!r} must be a plain file name (it names bench_results/NAME.jsonl): no folder, no '..'"
+        )
+    return text
 
 
 def sweep_from_options(
@@ -218,17 +244,17 @@ def _run(
     )
 
 
-def _defined(label: str, spec: Any) -> MethodSpec:
+def _defined(label: str, spec: Any, allow_code: bool = True) -> MethodSpec:
     if not isinstance(spec, Mapping):
         raise ConfigurationError(f"method.{label} must be a table")
-    return method_from_mapping({"label": label, **spec})
+    return method_from_mapping({"label": label, **spec}, allow_code=allow_code)
 
 
-def _group(raw: Mapping[str, Any], index: int, defined: Mapping[str, MethodSpec]) -> Group:
+def _group(raw: Mapping[str, Any], index: int, defined: Mapping[str, MethodSpec], allow_code: bool = True) -> Group:
     _check_keys(raw, _GROUP_KEYS, f"group {index}")
     name = str(raw.get("name", f"group{index}"))
     graphs, budgets, methods = (_list(raw, key, name) for key in ("graphs", "budgets", "methods"))
-    specs = tuple(_method(entry, defined) for entry in methods)
+    specs = tuple(_method(entry, defined, allow_code) for entry in methods)
     labels = [spec.label for spec in specs]
     if len(set(labels)) != len(labels):
         raise ConfigurationError(f"group {name!r}: two methods share a label in {labels}; give each a label")
@@ -251,11 +277,11 @@ def _group(raw: Mapping[str, Any], index: int, defined: Mapping[str, MethodSpec]
     )
 
 
-def _method(entry: Any, defined: Mapping[str, MethodSpec]) -> MethodSpec:
+def _method(entry: Any, defined: Mapping[str, MethodSpec], allow_code: bool = True) -> MethodSpec:
     if isinstance(entry, Mapping):
-        return method_from_mapping(entry)
+        return method_from_mapping(entry, allow_code=allow_code)
     if isinstance(entry, str):
-        return defined.get(entry) or parse_method(entry)
+        return defined.get(entry) or parse_method(entry, allow_code=allow_code)
     raise ConfigurationError(f"a method is a name or a table, got {entry!r}")
 
 

@@ -395,9 +395,12 @@ def export_command(
     order: OrderOption = None,
     extension_specs: WithOption = None,
     option_pairs: OptionOption = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace an existing companion file (the .dzn beside an .mzn).")
+    ] = False,
 ) -> None:
-    """Write a formulation's model to an .lp / .mps / .mzn file (integral memory for .mzn)."""
-    from remat_models.backends.export import export
+    """Write a formulation's model to an .lp / .mps / .mzn file (integral memory for .mzn; its data in .dzn)."""
+    from remat_models.backends.export import check_companions, export
     from remat_models.formulations import apply_extensions
 
     chosen = fmt or output.suffix.lstrip(".")
@@ -406,6 +409,7 @@ def export_command(
     if output.suffix != f".{chosen}":
         raise ConfigurationError(f"output {output} does not end in .{chosen}")
     check_output(output, [graph_path])
+    check_companions(output, [graph_path], force=force)  # keep.dzn beside keep.mzn: kept unless --force
     graph = read_graph(graph_path)
     limit = _resolve_budget(graph, budget)
     check_budget(graph, limit)
@@ -415,7 +419,7 @@ def export_command(
     if form.integral_option is not None:
         options.setdefault(form.integral_option, chosen == "mzn")
     built = apply_extensions(form.build(graph, limit, options), make_extensions(extension_specs))
-    export(built.model, output)
+    export(built.model, output, force=force, inputs=[graph_path])
     console.print(f"wrote {output} ({built.model.num_cols:,} variables, {built.model.num_rows:,} rows)")
 
 

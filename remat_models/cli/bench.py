@@ -54,17 +54,25 @@ def run_command(
     group: Annotated[list[str] | None, typer.Option("--group", help="Only these groups of the sweep file.")] = None,
     retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Rerun errors, crashes, timeouts.")] = False,
     schedules: Annotated[Path | None, typer.Option("--schedules", help="Also write each schedule here.")] = None,
+    allow_code: Annotated[
+        bool,
+        typer.Option(
+            "--allow-code", help="Let the sweep file run code it names (plug-in methods, extension files or modules)."
+        ),
+    ] = False,
 ) -> None:
     """Run a sweep (skipping runs already in the results file), each run in its own process."""
     from remat_models.bench.pools import make_pool, run_sweep
+    from remat_models.bench.store import check_results_file
     from remat_models.bench.sweep import expand
 
-    sweep = _sweep(sweep_file, graph, budget, method, seeds, time_limit, grace)
+    sweep = _sweep(sweep_file, graph, budget, method, seeds, time_limit, grace, allow_code)
     results = out or Path("bench_results") / f"{sweep.name}.jsonl"
     if results.is_dir():
         raise ConfigurationError(f"results path {results} is a folder")
     runs = expand(sweep, graphs_dir=graphs_dir, schedule_dir=schedules, only=group)
     check_not_input(results, [*([sweep_file] if sweep_file else []), *sorted({run.graph_path for run in runs})])
+    check_results_file(results)  # never appended to a plan, a graph or any other file
     statuses: Counter[str] = Counter()
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=progress_console, transient=False) as progress:
@@ -102,6 +110,7 @@ def _sweep(
     seeds: str,
     time_limit: float,
     grace: float,
+    allow_code: bool = False,
 ) -> Sweep:
     """The sweep of a file, or of the --graph/--budget/--method options (one or the other)."""
     from remat_models.bench.sweep import load_sweep, sweep_from_options
@@ -109,7 +118,7 @@ def _sweep(
     if sweep_file is not None and (graph or budget or method):
         raise ConfigurationError("give a sweep file or --graph/--budget/--method, not both")
     if sweep_file is not None:
-        return load_sweep(sweep_file)
+        return load_sweep(sweep_file, allow_code=allow_code)
     if not (graph and budget and method):
         raise ConfigurationError("without a sweep file, give --graph, --budget and --method (each repeatable)")
     return sweep_from_options(graph, budget, method, seeds=_seeds(seeds), time_limit=time_limit, grace=grace)

@@ -50,6 +50,22 @@ def make_extension(spec: str | Mapping[str, Any] | Extension) -> Extension:
     return _call(spec, _factory(reference), arguments)
 
 
+def extension_code(spec: str | Mapping[str, Any] | Extension) -> str | None:
+    """The user code a spec would import and run (``file.py:factory``, ``module:factory``); None for a registered name.
+
+    Sweep files may name code only with an explicit opt-in (``remat bench run --allow-code``).
+    """
+    if isinstance(spec, Extension):
+        return None
+    if isinstance(spec, Mapping):
+        name = spec.get("name")
+        return None if not isinstance(name, str) or name in _REGISTRY or ":" not in name else name
+    if not isinstance(spec, str):
+        return None
+    reference, _ = _split(spec.strip())
+    return None if reference in _REGISTRY or ":" not in reference else reference
+
+
 def make_extensions(specs: Sequence[str | Mapping[str, Any] | Extension] | None) -> list[Extension]:
     """Extensions from a list of specs (None: none)."""
     return [make_extension(spec) for spec in specs or ()]

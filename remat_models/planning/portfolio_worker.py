@@ -12,7 +12,6 @@ with its parent (SIGTERM from the kernel on Linux when the parent dies, even by 
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
 import signal
@@ -26,6 +25,7 @@ from typing import Any
 
 from remat_models.backends import SolveLimits
 from remat_models.core.limits import MAX_COUNT, wait_slice
+from remat_models.core.processes import child_env, die_with_parent, python_command
 from remat_models.core.schedule import Schedule, simulate
 from remat_models.errors import RematError
 from remat_models.heuristics.registry import run_heuristic
@@ -41,7 +41,6 @@ FINISH_MARGIN = 1.0  # seconds a member leaves before the deadline to decode and
 FINISH_SHARE = 0.2  # ... plus this share of the limit (decoding; CP-SAT presolve overshoots on 1M+ variables)
 ASK_SECONDS = 5.0  # the most the exact worker waits for the parent's answer (it answers between reports)
 MAX_RESTARTS = 1000  # FastSA runs (seeds) in one portfolio at most
-PR_SET_PDEATHSIG = 1  # prctl option: the signal this process gets when its parent dies (linux/prctl.h)
 
 
 class Worker:
@@ -60,8 +59,8 @@ class Worker:
         ours, theirs = socket.socketpair()
         with theirs:
             parent = str(os.getpid())
-            command = [sys.executable, "-m", "remat_models.planning.portfolio_worker", str(theirs.fileno()), parent]
-            env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}  # finds what we found
+            command = python_command("remat_models.planning.portfolio_worker", str(theirs.fileno()), parent)
+            env = child_env()  # finds what we found, never a module in the working folder (-P)
             process = subprocess.Popen(command, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, env=env)
         return cls(name, process, Connection(ours.detach()))
 
@@ -239,16 +238,6 @@ def _poll(conn: Connection, seconds: float) -> bool:
     return True
 
 
-def _die_with_parent(parent: int) -> None:
-    """Have the kernel send SIGTERM when the parent dies (Linux), and end now if it is already gone."""
-    if sys.platform.startswith("linux"):
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
-            log.warning("prctl(PR_SET_PDEATHSIG) failed: errno %d", ctypes.get_errno())
-    if os.getppid() != parent:  # it died before the prctl took effect: nobody to report to
-        os._exit(0)
-
-
 ROLES: dict[str, Callable[[Connection, dict[str, Any], float], None]] = {
     "fastsa": _fastsa,
     "exact": _exact,
@@ -258,7 +247,7 @@ ROLES: dict[str, Callable[[Connection, dict[str, Any], float], None]] = {
 
 def main(argv: list[str]) -> None:
     """Run the job received on the connection whose file descriptor is ``argv[1]`` (``argv[2]``: the parent's pid)."""
-    _die_with_parent(int(argv[2]))
+    die_with_parent(int(argv[2]), signal.SIGTERM)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     logging.basicConfig(level=logging.WARNING, format="auto worker: %(levelname)s %(message)s")
     conn = Connection(int(argv[1]))
