@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
             seconds = [r[2] for r in runs]
             costlier = sum(r[3] is not None and r[3] > best[r[0]] + 1e-9 for r in runs)
             print(
-                f"| {spec} | {leaf} | {len(runs)} | {sum(r[1] == 'optimal' for r in runs)} | "
+                f"| {spec} | {leaf} | {len(runs)} | {sum(r[1] in ('optimal', 'optimal_in_model') for r in runs)} | "
                 f"{sum(r[3] is not None for r in runs)} | {statistics.median(seconds):.3f} | {sum(seconds):.1f} | "
                 f"{costlier} | {sum(r[4] for r in runs)} |",
                 flush=True,
