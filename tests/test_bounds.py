@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -89,6 +90,69 @@ def test_the_cut_proves_recomputation_on_tiny_graphs() -> None:
     assert sum(proved) >= 5
 
 
+def _mlp(layers: int, seed: int) -> Graph:
+    """x, then per layer a costly matmul m_i and a cheap activation a_i, the loss, and backward steps d_i that
+    read a_{i-1} (not m_i): recomputing a cheap activation needs its costly input, which only the closure sees."""
+    rng = np.random.default_rng(seed)
+    names, cost, mem, edges, acts = ["x"], [1.0], [2], [], [0]
+    for i in range(layers):
+        size = int(rng.integers(1, 4)) * 2
+        names += [f"m{i}", f"a{i}"]
+        cost += [8.0, 1.0]
+        mem += [size, size]
+        edges += [(acts[-1], len(names) - 2), (len(names) - 2, len(names) - 1)]
+        acts.append(len(names) - 1)
+    names.append("loss")
+    cost.append(1.0)
+    mem.append(2)
+    edges.append((acts[-1], len(names) - 1))
+    for i in reversed(range(layers)):
+        names.append(f"d{i}")
+        cost.append(2.0)
+        mem.append(2)
+        edges += [(len(names) - 2, len(names) - 1), (acts[i], len(names) - 1)]
+    return Graph.from_arrays(names, np.array(cost), np.array(mem), np.array(edges), name=f"mlp{layers}_s{seed}")
+
+
+def _closure_graphs() -> list[Graph]:
+    """Random DAGs, chains and MLPs (workspace, fixed memory, values that cannot be recomputed) for the closure LP."""
+    graphs = [random_dag(n, seed, workspace=seed % 2 == 0, fixed=seed % 3 == 0) for n in (6, 7, 8) for seed in range(6)]
+    graphs += [random_layered(8, seed=seed) for seed in range(4)] + [linear_chain(3), linear_chain(4), tiny_unet()]
+    graphs += [_mlp(layers, seed) for layers in (2, 3) for seed in range(3)]
+    return graphs + [_frozen(g, 3 + k % 3) for k, g in enumerate(graphs[::3])]
+
+
+@pytest.mark.parametrize("graph", _closure_graphs(), ids=lambda g: f"{g.name}_{int(g.recomputable.sum())}")
+def test_closure_lp_never_above_the_brute_force_optimum(graph: Graph) -> None:
+    """Every pivot's closure LP (not only the best) at every budget: its extra cost never exceeds the optimum's."""
+    from remat_models.planning.bounds import _PivotScan
+
+    scan = _PivotScan(graph, None)
+    for budget in range(graph.lower_bound, input_order_peak(graph) + 1):
+        found = exhaustive_optimum(graph, budget)
+        if found is None:
+            continue
+        extra = found.cost - graph.total_cost
+        for p in scan.pivots():
+            proved = scan.closure_extra(p, budget, 1.0)
+            assert proved <= extra * (1 + EPS) + EPS, (graph.name, budget, graph.names[p], proved, extra)
+        _check(graph, budget, found.cost, simulate(graph, found.schedule).peak)
+
+
+def test_the_closure_lp_is_stronger_than_the_cut() -> None:
+    """Not vacuous: on MLPs the closure LP proves more than the knapsack cut, at times the optimum itself."""
+    stronger = exact = 0
+    for graph in [_mlp(layers, seed) for layers in (2, 3) for seed in range(3)]:
+        for budget in range(graph.lower_bound, input_order_peak(graph) + 1):
+            found = exhaustive_optimum(graph, budget)
+            if found is None:
+                continue
+            bound = cost_lower_bound(graph, budget)
+            stronger += bound.method == "closure"
+            exact += bound.method == "closure" and bound.value >= found.cost * (1 - 1e-6) > graph.total_cost
+    assert stronger >= 15 and exact >= 3, (stronger, exact)
+
+
 def test_non_recomputable_values_stay_resident_in_the_peak_bound() -> None:
     graph = linear_chain(4)
     frozen = graph.with_recomputable(np.array([kind.value != "forward" for kind in graph.kind]))
@@ -148,8 +212,22 @@ def test_zoo_transformers_at_a_quarter_prove_recomputation(name: str) -> None:
     graph = read_graph(ZOO / f"{name}.json")
     budget = parse_budget("25%", graph)
     bound = cost_lower_bound(graph, budget, time_limit=5.0)
-    assert bound.tdi > 0 and bound.method in ("loss-cut", "cut")
+    assert bound.tdi > 0 and bound.method in ("loss-cut", "cut", "closure")
     for sim in _heuristic_schedules(graph, budget):
+        _check(graph, budget, sim.total_cost, sim.peak)
+
+
+@pytest.mark.parametrize("name", ["zoo_bert", "zoo_gpt2", "zoo_llama", "zoo_resnet", "zoo_vit"])
+def test_zoo_closure_bound_never_above_the_best_plans(name: str) -> None:
+    """The closure bound is close to the plans at 50 %: it must stay below the save-set search's and FastSA's."""
+    graph = read_graph(ZOO / f"{name}.json")
+    budget = parse_budget("50%", graph)
+    bound = cost_lower_bound(graph, budget, time_limit=0.5)
+    assert bound.method == "closure" and bound.tdi > 0.5
+    schedules = [run_heuristic("saveset", graph, budget)[0], run_heuristic("fastsa", graph, budget, time_limit=1.0)[0]]
+    fitting = [sim for sim in (simulate(graph, schedule) for schedule in schedules) if sim.peak <= budget]
+    assert fitting
+    for sim in fitting:
         _check(graph, budget, sim.total_cost, sim.peak)
 
 
@@ -181,7 +259,7 @@ def test_remat_bound_prints_both_bounds_and_refuses_bad_input() -> None:
     graph = ZOO / "zoo_vit.json"
     run = _remat("bound", graph, "--budget", "25%")
     assert run.returncode == 0, run.stderr
-    assert "TDI" in run.stdout and "of input order" in run.stdout and "cut" in run.stdout
+    assert "TDI" in run.stdout and "of input order" in run.stdout and "closure at 'gelu_backward'" in run.stdout
     low = _remat("bound", graph, "--budget", "1%")
     assert low.returncode == 1 and low.stderr.count("\n") == 1 and "peak lower bound" in low.stderr
     for bad in (["--budget", "lots"], ["--budget", "50%", "--time-limit", "0"]):
@@ -195,17 +273,84 @@ def test_plans_carry_the_bounds_and_the_solver_bound_stays() -> None:
     graph = read_graph(ZOO / "zoo_vit.json")
     budget = parse_budget("50%", graph)
     result = plan(graph, budget, "knapsack", allow_over_budget=True)
+    assert result.peak_lower_bound is not None and result.peak_lower_bound.value <= result.simulation.peak
     details = result.metadata()
-    assert details["peak_lower_bound"] <= result.simulation.peak
+    assert details["peak_lower_bound"] == result.peak_lower_bound.value
+    assert result.lower_bound is not None and result.lower_bound.method == "closure"
     if result.simulation.peak <= budget:
-        assert details["lower_bound"] <= result.simulation.total_cost * (1 + EPS)
-        assert 0 <= details["lower_bound_gap"] < 1 and details["lower_bound_method"] in ("cut", "loss-cut")
+        assert result.lower_bound.value <= result.simulation.total_cost * (1 + EPS)
+        assert details["lower_bound"] == result.lower_bound.value and details["lower_bound_at"]
+        assert 0 <= details["lower_bound_gap"] == result.lower_bound_gap < 1
+        assert details["lower_bound_method"] == "closure"
     small = tiny_unet()
     budget = small.lower_bound + 1
     solved = plan(small, budget, "checkmate/highs", time_limit=20)
     optimum = exhaustive_optimum(small, budget)
-    assert optimum is not None and solved.details["lower_bound"] <= optimum.cost + EPS
+    assert optimum is not None and solved.lower_bound.value <= optimum.cost + EPS
+    assert solved.metadata()["lower_bound"] <= optimum.cost + EPS
     assert solved.details["bound"] == solved.outcome.bound  # the model's own bound is untouched
+
+
+def _frozen_chain() -> tuple[Graph, int]:
+    """A chain whose forward values cannot be recomputed, and its peak bound (above the step bound)."""
+    graph = linear_chain(4)
+    frozen = graph.with_recomputable(np.array([kind.value != "forward" for kind in graph.kind]))
+    peak = peak_lower_bound(frozen).value
+    assert peak > frozen.lower_bound
+    return frozen, peak
+
+
+def test_plan_refuses_a_budget_below_the_peak_bound_at_once() -> None:
+    from remat_models.planning.plan import plan
+
+    graph, peak = _frozen_chain()
+    for method in ("chen-greedy", "auto", "checkmate/highs"):
+        with pytest.raises(BudgetInfeasibleError, match="peak lower bound") as caught:
+            plan(graph, peak - 1, method, allow_over_budget=True, time_limit=30)
+        assert caught.value.lower_bound == peak and "cut at" in str(caught.value)
+    result = plan(graph, peak, "chen-greedy", allow_over_budget=True)
+    assert result.peak_lower_bound.value == peak and result.lower_bound is not None
+
+
+def test_remat_solve_prints_the_bounds_and_refuses_below_the_peak_bound(tmp_path: Path) -> None:
+    from remat_models.io import write_graph
+
+    graph, peak = _frozen_chain()
+    path = tmp_path / "frozen.json"
+    write_graph(graph, path)
+    low = _remat("solve", path, "--budget", str(peak - 1), "--method", "chen-greedy")
+    assert low.returncode == 1 and low.stderr.count("\n") == 1 and f"{peak:,} B" in low.stderr
+    out = tmp_path / "plan.json"
+    vit = _remat("solve", ZOO / "zoo_vit.json", "--budget", "50%", "--method", "saveset", "--out", out)
+    assert vit.returncode == 0, vit.stderr
+    assert "bound TDI %" in vit.stdout and "closure at" in vit.stdout
+    assert "lower bounds for every schedule" in vit.stdout
+    written = json.loads(out.read_text())
+    meta = written.get("metadata", written)
+    assert meta["lower_bound_method"] == "closure" and meta["lower_bound_gap"] > 0 and meta["peak_lower_bound"] > 0
+
+
+def test_auto_reports_the_bound_and_what_proved_it() -> None:
+    from remat_models.planning.plan import plan
+
+    graph = read_graph(ZOO / "zoo_vit.json")
+    budget = parse_budget("50%", graph)
+    result = plan(graph, budget, "auto", time_limit=6)
+    assert result.lower_bound is not None and result.lower_bound.method == "closure" and result.lower_bound.at
+    assert result.lower_bound.value <= result.simulation.total_cost * (1 + EPS)
+    assert result.wall_time < 6 * 1.1 + 3
+
+
+def test_bench_records_carry_the_lower_bound() -> None:
+    from remat_models.bench.record import OUTCOME_FIELDS, outcome_of
+    from remat_models.planning.plan import plan
+
+    graph = random_layered(60, seed=3)
+    budget = max(parse_budget("40%", graph), peak_lower_bound(graph).value)
+    record = outcome_of(plan(graph, budget, "chen-greedy", allow_over_budget=True), 0.0)
+    assert {"lower_bound", "lower_bound_tdi", "lower_bound_method", "peak_lower_bound"} <= set(OUTCOME_FIELDS)
+    assert record["lower_bound"] is not None and record["lower_bound_method"]
+    assert record["peak_lower_bound"] <= record["peak"]
 
 
 def test_lower_bounds_share_one_scan_and_agree() -> None:
@@ -234,4 +379,4 @@ def test_serial_transfer_bound_never_above_offloading_plans(graph: Graph) -> Non
             continue
         bound = cost_lower_bound(graph, budget, transfer=transfer)
         assert bound.value <= sim.total_cost * (1 + EPS), (fraction, bound, sim.total_cost, sim.prefetches)
-        assert result.details["lower_bound"] == pytest.approx(bound.value, rel=1e-6) or bound.method == "trivial"
+        assert result.lower_bound.value == pytest.approx(bound.value, rel=1e-6) or bound.method == "trivial"

@@ -185,8 +185,9 @@ def simulate_command(
 
 def _results_table(title: str, results: list[PlanResult]) -> Table:
     table = Table(title=title)
-    for column in ("method", "status", "peak (B)", "peak/ref", "TDI %", "recomp.", "time (s)"):
-        justify = "left" if column in ("method", "status") else "right"
+    columns = ("method", "status", "peak (B)", "peak/ref", "TDI %", "bound TDI %", "gap %", "proved by", "recomp.")
+    for column in (*columns, "time (s)"):
+        justify = "left" if column in ("method", "status", "proved by") else "right"
         table.add_column(column, justify=justify, overflow="fold")  # a narrow terminal wraps, never cuts digits
     labels = {"within_budget": "[green]fits[/green]", "over_budget": "[red]over budget[/red]"}
     for result in results:
@@ -197,10 +198,34 @@ def _results_table(title: str, results: list[PlanResult]) -> Table:
             "-" if sim is None else f"{sim.peak:,}",
             "-" if sim is None else f"{result.peak_fraction:.1%}",
             "-" if sim is None else f"{sim.tdi:.2f}",
+            *_bound_cells(result),
             "-" if sim is None else f"{sim.recomputations:,}",
             f"{result.wall_time:.3f}",
         )
     return table
+
+
+def _bound_cells(result: PlanResult) -> tuple[str, str, str]:
+    """The lower bound on cost (TDI %), the plan's gap to it (%) and what proved it; '-' where there is none."""
+    bound, gap = result.lower_bound, result.lower_bound_gap
+    if bound is None:
+        return "-", "-", "-"
+    return f"{bound.tdi:.2f}", "-" if gap is None else f"{100 * gap:.2f}", bound.proof
+
+
+def _bounds_line(result: PlanResult) -> str | None:
+    """One line on the lower bounds that hold for every schedule of the graph (None when none was computed)."""
+    cost, peak = result.lower_bound, result.peak_lower_bound
+    if cost is None and peak is None:
+        return None
+    parts = []
+    if cost is not None:
+        gap = result.lower_bound_gap
+        gap_text = "" if gap is None else f", gap {100 * gap:.2f} %"
+        parts.append(f"cost >= {cost.value:,.6g} (TDI {cost.tdi:.2f} %; {cost.proof}{gap_text})")
+    if peak is not None:
+        parts.append(f"peak >= {peak.value:,} B ({peak.proof})")
+    return "lower bounds for every schedule: " + "; ".join(parts)
 
 
 def _solver_table(result: PlanResult) -> Table | None:
@@ -246,16 +271,16 @@ def bound_command(
     model = transfer_model(transfer)
     peak = peak_lower_bound(graph, model, time_limit=time_limit)
     table = Table(title=f"lower bounds on {graph_path.name}", show_header=False)
-    table.add_row("peak", f"{peak.value:,} B ({peak.fraction:.1%} of input order; {peak.method})")
+    table.add_row("peak", f"{peak.value:,} B ({peak.fraction:.1%} of input order; {peak.proof})")
     if limit < peak.value:
         console.print(table)
         raise BudgetInfeasibleError(
-            f"budget {limit:,} B is below the peak lower bound {peak.value:,} B ({peak.method})",
+            f"budget {limit:,} B is below the peak lower bound {peak.value:,} B ({peak.proof})",
             budget=limit,
             lower_bound=peak.value,
         )
     cost = cost_lower_bound(graph, limit, time_limit=time_limit, transfer=model)
-    table.add_row("total cost", f"{cost.value:,.6g} (TDI {cost.tdi:.2f} %; {cost.method})")
+    table.add_row("total cost", f"{cost.value:,.6g} (TDI {cost.tdi:.2f} %; {cost.proof})")
     console.print(table)
 
 
@@ -331,6 +356,9 @@ def _report(result: PlanResult, graph: Graph, title: str, out: Path | None, forc
         errors.print(line + ("; nothing written" if out is not None else ""), markup=False, highlight=False)
         raise typer.Exit(128 + result.interrupted_by)
     console.print(_results_table(title, [result]))
+    bounds = _bounds_line(result)
+    if bounds is not None:
+        console.print(bounds, markup=False, highlight=False, soft_wrap=True)
     solver = _solver_table(result)
     if solver is not None:
         console.print(solver)

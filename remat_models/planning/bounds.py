@@ -5,8 +5,11 @@ steps) whose simulated peak fits the budget costs at least :func:`cost_lower_bou
 :func:`peak_lower_bound`. Both come from the *cut argument* at a pivot node p (:func:`_PivotScan`): at the
 first computation of p, every ancestor of p was computed before and every descendant of p will be computed
 after, so an ancestor that a descendant reads (or a graph output) and that is not resident then must be
-produced again later. The solvers' own bounds are not used: Checkmate's and Moccasin's models fix a
-topological order or cap recomputations, so their proven bounds hold for the restricted model only.
+produced again later. The ``closure`` bound adds the recomputations' own inputs: a value produced again
+after p reads inputs that are resident at p's step or produced again too (the LP relaxation of that
+choice, bounded from its dual solution). The solvers' own bounds are not used: Checkmate's and Moccasin's
+models fix a topological order or cap recomputations, so their proven bounds hold for the restricted model
+only.
 """
 
 from __future__ import annotations
@@ -25,12 +28,21 @@ from remat_models.core.schedule import Compute, input_order_peak, input_order_sc
 from remat_models.core.transfer import TransferModel
 from remat_models.errors import BudgetInfeasibleError
 
-__all__ = ["Bound", "PeakBound", "cost_lower_bound", "lower_bounds", "peak_lower_bound"]
+__all__ = [
+    "Bound",
+    "CostBoundSearch",
+    "PeakBound",
+    "bound_search",
+    "cost_lower_bound",
+    "lower_bounds",
+    "peak_lower_bound",
+]
 
 log = logging.getLogger(__name__)
 
 MAX_CLOSURE_NODES = 40_000  # above this the ancestor/descendant bit matrices (n^2 / 4 bytes) are not built
 _SAFETY = 1e-9  # relative margin taken off the knapsack's extra cost (floating-point sums)
+FIRST_LP_SECONDS = 0.5  # the least time limit of a search's first closure LP (the strongest, usually)
 
 
 @dataclass(frozen=True)
@@ -40,6 +52,12 @@ class Bound:
     value: float
     tdi: float
     method: str
+    at: str | None = None  # the pivot node whose cut proved it
+
+    @property
+    def proof(self) -> str:
+        """What proved it: the method, and the pivot node where there is one."""
+        return self.method if self.at is None else f"{self.method} at {self.at!r}"
 
 
 @dataclass(frozen=True)
@@ -49,6 +67,12 @@ class PeakBound:
     value: int
     fraction: float
     method: str
+    at: str | None = None  # the pivot node whose cut proved it
+
+    @property
+    def proof(self) -> str:
+        """What proved it: the method, and the pivot node where there is one."""
+        return self.method if self.at is None else f"{self.method} at {self.at!r}"
 
 
 def cost_lower_bound(
@@ -61,19 +85,37 @@ def cost_lower_bound(
     ``time_limit`` seconds), the values an ancestor of p hands to a descendant (or graph outputs) that are
     not resident must be recomputed (or, with a serial ``transfer`` model, fetched back) after it; at most
     the budget's room beside p's step stays resident, so the fractional knapsack over that room bounds
-    what can be saved. Raises BudgetInfeasibleError when the cut proves that nothing fits ``budget``.
+    what can be saved. ``closure`` (without a transfer model): each recomputation after p also needs its
+    inputs, resident at p's step or recomputed after it too; the LP relaxation of that choice at the
+    pivots whose needed values most exceed the budget (the rest of ``time_limit``). Raises
+    BudgetInfeasibleError when the cut proves that nothing fits ``budget``.
     """
     check_budget(graph, budget)  # types, range and the step lower bound
     time_limit = check_time_limit(time_limit) or 0.0
-    if graph.impl_table is not None or (transfer is not None and transfer.mode != "serial"):
-        return _trivial(graph)  # implementations change reads and costs; overlap hides transfer time
-    return _cost_bound(_PivotScan(graph, transfer), budget, time_limit)
+    scan = None if _trivial_only(graph, transfer) else _PivotScan(graph, transfer)
+    return CostBoundSearch(graph, budget, scan).run(time_limit)
 
 
 def lower_bounds(
     graph: Graph, budget: int, time_limit: float = 1.0, transfer: TransferModel | None = None
 ) -> tuple[PeakBound, Bound | None]:
     """Both bounds with one scan (``time_limit`` each): the cost bound is None when the budget is proven too small."""
+    peak, search = bound_search(graph, budget, time_limit, transfer)
+    return peak, None if search is None else search.bound
+
+
+def bound_search(
+    graph: Graph,
+    budget: int,
+    time_limit: float = 1.0,
+    transfer: TransferModel | None = None,
+    patience: int | None = None,
+) -> tuple[PeakBound, CostBoundSearch | None]:
+    """The peak bound and the cost bound's search after ``time_limit`` seconds each (one scan for both).
+
+    The search is None when the budget is proven too small (below the peak bound returned); otherwise its
+    ``run`` goes on where it stopped (``done`` once every pivot was tried). ``patience``: as for ``run``.
+    """
     with contextlib.suppress(BudgetInfeasibleError):  # below graph.lower_bound, which the peak bound includes
         check_budget(graph, budget)
     time_limit = check_time_limit(time_limit) or 0.0
@@ -81,31 +123,93 @@ def lower_bounds(
     peak = _peak_bound(graph, scan, time_limit)
     if peak.value > budget:
         return peak, None
-    if scan is None or (transfer is not None and transfer.mode != "serial"):
-        return peak, _trivial(graph)
+    search = CostBoundSearch(graph, budget, None if _trivial_only(graph, transfer) else scan)
     try:
-        return peak, _cost_bound(scan, budget, time_limit)
+        search.run(time_limit, patience)
     except BudgetInfeasibleError as error:
-        return PeakBound(error.lower_bound, error.lower_bound / input_order_peak(graph), "cut"), None
+        fraction = error.lower_bound / input_order_peak(graph)
+        return PeakBound(error.lower_bound, fraction, "cut", at=search.refuted_at), None
+    return peak, search
 
 
-def _cost_bound(scan: _PivotScan, budget: int, time_limit: float) -> Bound:
-    """The cut bound of :func:`cost_lower_bound` over ``scan``'s pivots for ``time_limit`` seconds."""
-    graph = scan.graph
-    deadline = time.perf_counter() + time_limit
-    best, pivot = 0.0, -1
-    for p in scan.pivots():
-        extra = scan.extra_cost(p, budget)
-        if extra > best:
-            best, pivot = extra, p
-        if time.perf_counter() > deadline:
-            break
-    if pivot < 0:
-        return _trivial(graph)
-    value = graph.total_cost + best * (1.0 - _SAFETY)
-    method = "loss-cut" if graph.kind[pivot] is NodeKind.LOSS else "cut"
-    log.debug("cost bound on %s: %s at %r, extra %.6g", graph.name, method, graph.names[pivot], best)
-    return Bound(value=float(value), tdi=float(tdi(graph, value)), method=method)
+def _trivial_only(graph: Graph, transfer: TransferModel | None) -> bool:
+    """Implementations change reads and costs; overlapped transfers hide their time: only the trivial bound holds."""
+    return graph.impl_table is not None or (transfer is not None and transfer.mode != "serial")
+
+
+class CostBoundSearch:
+    """The cost bound's search at ``budget``, resumable: the cut at every pivot, then the closure LPs.
+
+    ``run(seconds)`` goes on where the last call stopped and returns ``bound``, the best bound so far (the
+    trivial one before any pivot proves more); ``done`` once every pivot was tried. The closure LPs (no
+    transfer model) go to the pivots whose needed values exceed the budget the most first.
+    """
+
+    def __init__(self, graph: Graph, budget: int, scan: _PivotScan | None) -> None:
+        self.graph, self.budget, self.scan = graph, budget, scan
+        self.bound = _trivial(graph)
+        self._best = 0.0
+        self._cut_next = 0  # the next pivot of the cut's pass
+        self._lp_queue: list[int] | None = None  # the closure LPs' pivots, once the cut's pass is over
+        self._lp_next = 0
+        self._overflow: list[tuple[int, float, int]] = []  # (-bytes needed beyond the budget, -cut's extra, pivot)
+        self.refuted_at: str | None = None  # the pivot whose cut proved that nothing fits the budget
+
+    @property
+    def done(self) -> bool:
+        """Whether every pivot was tried (the bound cannot improve)."""
+        return self.scan is None or (self._lp_queue is not None and self._lp_next >= len(self._lp_queue))
+
+    def run(self, seconds: float, patience: int | None = None) -> Bound:
+        """Search ``seconds`` more; the best bound so far.
+
+        Each call tries at least one pivot, and the first closure LP runs once the cut's pass is over even
+        past ``seconds``. ``patience``: the call ends after that many closure LPs in a row without a better
+        bound (a later call goes on from there).
+        """
+        scan = self.scan
+        if scan is None or self.done:
+            return self.bound
+        graph, budget = self.graph, self.budget
+        deadline = time.perf_counter() + seconds
+        pivots = scan.pivots()
+        while self._cut_next < len(pivots):
+            p = pivots[self._cut_next]
+            self._cut_next += 1
+            try:
+                sets = scan.sets(p)
+                extra, over = scan.extra_cost(p, budget, sets), scan.overflow(p, budget, sets)
+            except BudgetInfeasibleError:
+                self.refuted_at = graph.names[p]
+                raise
+            self._improve(extra, p, "loss-cut" if graph.kind[p] is NodeKind.LOSS else "cut")
+            if over > 0 and scan.transfer is None:
+                self._overflow.append((-over, -extra, p))
+            if time.perf_counter() > deadline:
+                return self.bound
+        if self._lp_queue is None:
+            self._lp_queue = [p for _, _, p in sorted(self._overflow)]  # the most needed bytes first: strongest
+        idle = 0
+        while self._lp_next < len(self._lp_queue):
+            left = deadline - time.perf_counter()
+            if (left <= 0 and self._lp_next > 0) or (patience is not None and idle >= patience):
+                break
+            p = self._lp_queue[self._lp_next]
+            self._lp_next += 1
+            extra = scan.closure_extra(p, budget, max(left, FIRST_LP_SECONDS))
+            idle = 0 if self._improve(extra, p, "closure") else idle + 1
+        return self.bound
+
+    def _improve(self, extra: float, p: int, method: str) -> bool:
+        """Keep ``extra`` (proved at pivot ``p`` by ``method``) when it beats the best so far; whether it did."""
+        if extra <= self._best:
+            return False
+        graph = self.graph
+        self._best = extra
+        value = graph.total_cost + extra * (1.0 - _SAFETY)
+        self.bound = Bound(value=float(value), tdi=float(tdi(graph, value)), method=method, at=graph.names[p])
+        log.debug("cost bound on %s: %s at %r, extra %.6g", graph.name, method, graph.names[p], extra)
+        return True
 
 
 def peak_lower_bound(graph: Graph, transfer: TransferModel | None = None, time_limit: float = 1.0) -> PeakBound:
@@ -123,16 +227,16 @@ def peak_lower_bound(graph: Graph, transfer: TransferModel | None = None, time_l
 def _peak_bound(graph: Graph, scan: _PivotScan | None, time_limit: float) -> PeakBound:
     """The bound of :func:`peak_lower_bound` with ``scan``'s pivots (none: the step bound only)."""
     reference = input_order_peak(graph)
-    value, method = int(graph.lower_bound), "step"
+    value, method, at = int(graph.lower_bound), "step", None
     if scan is not None:
         deadline = time.perf_counter() + time_limit
         for p in scan.pivots():
             need = scan.step_need(p)
             if need > value:
-                value, method = need, "cut"
+                value, method, at = need, "cut", graph.names[p]
             if time.perf_counter() > deadline:
                 break
-    return PeakBound(value=value, fraction=value / reference if reference else 0.0, method=method)
+    return PeakBound(value=value, fraction=value / reference if reference else 0.0, method=method, at=at)
 
 
 def _trivial(graph: Graph) -> Bound:
@@ -187,7 +291,7 @@ class _PivotScan:
         loss = graph.of_kind(NodeKind.LOSS)
         return np.lexsort((-pressure, ~loss)).tolist()
 
-    def _sets(self, p: int) -> tuple[np.ndarray, np.ndarray]:
+    def sets(self, p: int) -> tuple[np.ndarray, np.ndarray]:
         """(values needed after p's first computation among its ancestors, values resident during it)."""
         n = self.graph.n
         anc = _bits(self.anc[p], n)
@@ -201,13 +305,105 @@ class _PivotScan:
 
     def step_need(self, p: int) -> int:
         """Bytes in use during the first computation of ``p`` at the least."""
-        _, resident = self._sets(p)
+        _, resident = self.sets(p)
         graph = self.graph
         return int(graph.fixed_mem + graph.mem[p] + graph.workspace[p] + self.mem[resident].sum())
 
-    def extra_cost(self, p: int, budget: int) -> float:
+    def overflow(self, p: int, budget: int, sets: tuple[np.ndarray, np.ndarray] | None = None) -> int:
+        """Bytes by which the values needed after p's first computation, with its step, exceed ``budget``."""
+        candidates, resident = self.sets(p) if sets is None else sets
+        graph = self.graph
+        need = graph.fixed_mem + graph.mem[p] + graph.workspace[p] + self.mem[resident | candidates].sum()
+        return int(need) - budget
+
+    def closure_extra(self, p: int, budget: int, time_limit: float) -> float:
+        """Cost beyond computing every node once that the closure LP at ``p`` proves (its dual bound; 0: nothing).
+
+        Any schedule within ``budget``: K, the ancestors of p resident during p's first computation (p's
+        inputs and the values that cannot come back among them), fits the room beside that step; X, the
+        ancestors of p computed again after it, each at least once more. A needed value (read by a
+        descendant of p or a graph output) not in K is in X; a value in X reads inputs that are in K or in
+        X (its inputs are ancestors of p; one not resident at p's step is computed again before that read).
+        The LP over k, x in [0, 1] (x = 0 where a node is not recomputable): minimise sum cost x subject to
+        k_v + x_v >= 1 (v needed), k_u + x_u >= x_v (u an input of v), sum mem k <= room. Any nonnegative
+        row multipliers give a bound below the LP's optimum (Lagrangian duality), so the solver's duals
+        are evaluated here and its tolerances do not matter.
+        """
+        import highspy
+
+        graph = self.graph
+        n = graph.n
+        candidates, resident = self.sets(p)
+        room = budget - int(graph.fixed_mem + graph.mem[p] + graph.workspace[p] + self.mem[resident].sum())
+        nodes = np.flatnonzero(_bits(self.anc[p], n) & ~resident)
+        m = len(nodes)
+        if m == 0 or room < 0:
+            return 0.0
+        local = np.full(n, -1, dtype=np.int64)
+        local[nodes] = np.arange(m)
+        scale = float(graph.cost[nodes].max()) or 1.0
+        objective = np.concatenate([np.zeros(m), graph.cost[nodes] / scale])
+        upper = np.ones(2 * m)
+        upper[m:][~graph.recomputable[nodes]] = 0.0
+        mem = self.mem[nodes]
+        if room == 0:
+            upper[:m][mem > 0] = 0.0
+        cover = np.flatnonzero(candidates[nodes])
+        u, v = local[self.src], local[self.dst]
+        inner = (u >= 0) & (v >= 0)
+        u, v = u[inner], v[inner]
+        keep = upper[m + v] > 0  # a node that cannot be computed again puts no condition on its inputs
+        u, v = u[keep], v[keep]
+        c, e = len(cover), len(u)
+        rows = np.concatenate([np.repeat(np.arange(c), 2), np.repeat(np.arange(c, c + e), 3)])
+        cols = np.concatenate([np.column_stack([cover, m + cover]).ravel(), np.column_stack([u, m + u, m + v]).ravel()])
+        vals = np.concatenate([np.ones(2 * c), np.tile([1.0, 1.0, -1.0], e)])
+        lower = np.concatenate([np.ones(c), np.zeros(e)])
+        if room > 0:
+            rows = np.concatenate([rows, np.full(m, c + e)])
+            cols = np.concatenate([cols, np.arange(m)])
+            vals = np.concatenate([vals, -mem / room])
+            lower = np.concatenate([lower, [-1.0]])
+        count = len(lower)
+        order = np.lexsort((cols, rows))
+        rows, cols, vals = rows[order], cols[order], vals[order]
+        start = np.searchsorted(rows, np.arange(count)).astype(np.int32)
+        solver = highspy.Highs()
+        solver.setOptionValue("output_flag", False)
+        solver.setOptionValue("time_limit", max(time_limit, 0.01))
+        solver.passModel(
+            2 * m,
+            count,
+            len(cols),
+            int(highspy.MatrixFormat.kRowwise),
+            int(highspy.ObjSense.kMinimize),
+            0.0,
+            objective,
+            np.zeros(2 * m),
+            upper,
+            lower,
+            np.full(count, np.inf),
+            start,
+            cols.astype(np.int32),
+            vals,
+            np.zeros(2 * m, dtype=np.int32),
+        )
+        solver.run()
+        duals = np.asarray(solver.getSolution().row_dual, dtype=float)
+        if duals.shape != (count,) or not np.isfinite(duals).all():
+            return 0.0
+        best = 0.0
+        for sign in (1.0, -1.0):  # whichever sign convention the solver reports: both give valid bounds
+            y = np.maximum(sign * duals, 0.0)
+            reduced = objective - np.bincount(cols, weights=vals * y[rows], minlength=2 * m)
+            terms = np.concatenate([y * lower, np.minimum(reduced, 0.0) * upper])
+            value = float(terms.sum()) - 1e-9 * float(np.abs(terms).sum() + 1.0)  # rounding of the sums
+            best = max(best, value)
+        return best * scale
+
+    def extra_cost(self, p: int, budget: int, sets: tuple[np.ndarray, np.ndarray] | None = None) -> float:
         """Cost beyond computing every node once that the cut at ``p`` proves (0 when it proves nothing)."""
-        candidates, resident = self._sets(p)
+        candidates, resident = self.sets(p) if sets is None else sets
         graph = self.graph
         room = budget - int(graph.fixed_mem + graph.mem[p] + graph.workspace[p] + self.mem[resident].sum())
         if room < 0:

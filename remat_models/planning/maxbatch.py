@@ -34,7 +34,7 @@ from remat_models.core.batch import (
 )
 from remat_models.core.graph import Graph, NodeKind
 from remat_models.core.schedule import Schedule, SimulationResult, input_order_schedule, simulate
-from remat_models.errors import ConfigurationError, SolverError
+from remat_models.errors import BudgetInfeasibleError, ConfigurationError, SolverError
 from remat_models.formulations import DEFAULT_FORMULATION, get_formulation
 from remat_models.planning.plan import Status, methods, plan
 from remat_models.planning.warm_start import FAST_BASELINES
@@ -245,10 +245,13 @@ class _Search:
 
         def probe(batch: int) -> tuple[Probe, Schedule | None]:
             t0 = time.perf_counter()
-            result = plan(
-                self.graph.at_batch(batch), self.memory, name, time_limit=per_probe, seed=seed, options=options,
-                allow_over_budget=True,
-            )  # fmt: skip
+            try:
+                result = plan(
+                    self.graph.at_batch(batch), self.memory, name, time_limit=per_probe, seed=seed, options=options,
+                    allow_over_budget=True,
+                )  # fmt: skip
+            except BudgetInfeasibleError:  # the memory is below the batch's peak lower bound: a proof
+                return _refused(batch, t0), None
             sim = result.simulation
             ok = sim is not None and sim.fits(self.memory) and within_cap(sim.total_cost, self.cap)
             status = "fits" if ok else "over_cap" if sim is not None and sim.fits(self.memory) else "over_memory"
@@ -266,10 +269,13 @@ class _Search:
 
         def probe(batch: int) -> tuple[Probe, Schedule | None]:
             t0 = time.perf_counter()
-            result = plan(
-                self.graph.at_batch(batch), self.memory, formulation=name, backend=backend,
-                time_limit=per_probe, seed=seed, options=options, allow_over_budget=True,
-            )  # fmt: skip
+            try:
+                result = plan(
+                    self.graph.at_batch(batch), self.memory, formulation=name, backend=backend,
+                    time_limit=per_probe, seed=seed, options=options, allow_over_budget=True,
+                )  # fmt: skip
+            except BudgetInfeasibleError:  # the memory is below the batch's peak lower bound: a proof
+                return _refused(batch, t0), None
             sim = result.simulation
             fits = sim is not None and sim.fits(self.memory)
             ok = fits and within_cap(sim.total_cost, self.cap)  # type: ignore[union-attr]
@@ -401,3 +407,8 @@ def _peak(sim: SimulationResult | None) -> int | None:
 
 def _cost(sim: SimulationResult | None) -> float | None:
     return None if sim is None else sim.total_cost
+
+
+def _refused(batch: int, started: float) -> Probe:
+    """The probe of a batch whose peak lower bound exceeds the memory (``plan`` refused it): proven infeasible."""
+    return Probe(batch, False, True, None, None, "infeasible", time.perf_counter() - started)

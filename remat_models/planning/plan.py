@@ -13,13 +13,12 @@ from remat_models.core.graph import Graph
 from remat_models.core.limits import check_count, check_time_limit
 from remat_models.core.schedule import Schedule, input_order_peak, simulate
 from remat_models.core.transfer import TransferModel, transfer_of
-from remat_models.errors import ConfigurationError
+from remat_models.errors import BudgetInfeasibleError, ConfigurationError
 from remat_models.extensions.overlap_paging import OverlapPaging
 from remat_models.extensions.paging import Paging
 from remat_models.formulations import Extension
 from remat_models.heuristics.registry import HEURISTICS
-from remat_models.model.result import relative_gap
-from remat_models.planning.bounds import lower_bounds
+from remat_models.planning.bounds import CostBoundSearch, PeakBound, bound_search
 from remat_models.planning.default_view import plan_default_view, supports_impls
 from remat_models.planning.methods import (
     DEFAULT_METHOD,
@@ -32,6 +31,7 @@ from remat_models.planning.methods import (
     run_method,
 )
 from remat_models.planning.result import MethodRun, PlanResult, PlanStatus, Status, over_budget_error
+from remat_models.planning.warm_start import DEFAULT_TIME_LIMIT as DEFAULT_AUTO_LIMIT
 
 __all__ = [
     "DEFAULT_METHOD",
@@ -49,7 +49,11 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 BOUND_NODES = 5_000  # plans of larger graphs carry no lower bounds (the bit matrices take ~0.2 s at 5k nodes)
-BOUND_SECONDS = 0.1  # search time for each bound in a plan's details
+BOUND_SECONDS = 1.0  # search time for each bound before the method runs (the cut passes take ~0.3 s at 5k nodes)
+BOUND_PATIENCE = 10  # closure LPs in a row without a better cost bound that end that search
+AUTO_BOUND_SHARE = 0.05  # of auto's time limit kept for the cost bound's search, spent if the gap is still large
+AUTO_BOUND_SECONDS = 5.0  # at most this many seconds of it
+AUTO_BOUND_GAP = 0.01  # the gap (relative to the plan's cost) above which auto spends that time
 
 
 def plan(
@@ -87,6 +91,12 @@ def plan(
     plug-in with it, ``auto`` and the heuristics that take it (``three-way``) get it as an option, and the
     schedule is simulated under it. On a graph with operator implementations, a method that does not choose
     them plans the default view, then (``impls``) greedily switches steps to cheaper implementations.
+
+    Lower bounds (graphs up to ``BOUND_NODES`` nodes; :mod:`remat_models.planning.bounds`) are computed
+    first: a budget below the peak lower bound raises BudgetInfeasibleError naming it before any method
+    runs; the result carries them (``lower_bound``, ``peak_lower_bound``, ``lower_bound_gap``). ``auto``
+    keeps ``AUTO_BOUND_SHARE`` of its time limit (at most ``AUTO_BOUND_SECONDS``) and spends it on the cost
+    bound when its plan's gap to the bound is still above ``AUTO_BOUND_GAP``.
     """
     check_budget(graph, budget)  # types, range and lower bound, before anything reads the graph
     time_limit = check_time_limit(time_limit)
@@ -94,6 +104,10 @@ def plan(
     ref = resolve_method(method, formulation, backend, approx)
     if transfer is not None:
         options, extensions = _with_transfer(ref, transfer, options, extensions)
+    peak, search = _bounds_first(graph, budget, transfer or transfer_of(extensions))
+    reserve = _bound_reserve(ref, time_limit, search)
+    if reserve:
+        time_limit = time_limit - reserve if time_limit is not None else DEFAULT_AUTO_LIMIT - reserve
     arguments: dict[str, Any] = dict(
         time_limit=time_limit,
         init=init,
@@ -113,42 +127,69 @@ def plan(
             return plan(view, budget, ref, allow_over_budget=True, impls=False, transfer=transfer, **arguments)
 
         viewed = plan_default_view(graph, budget, plan_view, greedy=impls, allow_over_budget=allow_over_budget)
-        return _with_bounds(graph, budget, viewed, transfer)  # the view's bounds do not hold for the full graph
+        return _with_bounds(viewed, peak, search, reserve)  # the view's bounds do not hold for the full graph
     started = time.perf_counter()
     run = run_method(ref, graph, budget, **arguments)
     result = _result(graph, budget, run, time.perf_counter() - started, extensions, transfer)
-    result = _with_bounds(graph, budget, result, transfer or transfer_of(extensions))
+    result = _with_bounds(result, peak, search, reserve)
     if result.status is PlanStatus.OVER_BUDGET and not allow_over_budget:
         raise over_budget_error(result)
     return result
 
 
-def _with_bounds(graph: Graph, budget: int, result: PlanResult, transfer: TransferModel | None) -> PlanResult:
-    """``result`` with the cheap lower bounds of ``planning.bounds`` in its details (graphs up to BOUND_NODES).
+def _bounds_first(
+    graph: Graph, budget: int, transfer: TransferModel | None
+) -> tuple[PeakBound | None, CostBoundSearch | None]:
+    """The peak bound and the cost bound's search (``BOUND_SECONDS`` each); a budget below the peak bound raises.
 
-    ``lower_bound`` (total cost), ``lower_bound_tdi``, ``lower_bound_method``, ``lower_bound_gap`` (relative
-    to the plan's cost) and ``peak_lower_bound`` hold for every schedule of the graph; the solver's own
-    ``bound``/``gap`` stay as they were (they hold for its model, which may restrict the schedules).
+    BudgetInfeasibleError names the bound and what proved it. Graphs above ``BOUND_NODES``: (None, None).
     """
     if graph.n > BOUND_NODES:
-        return result
+        return None, None
     started = time.perf_counter()
-    peak, cost = lower_bounds(graph, budget, time_limit=BOUND_SECONDS, transfer=transfer)
-    details: dict[str, Any] = {"peak_lower_bound": peak.value}
-    if cost is not None:  # None: the cut proved that nothing fits the budget
-        sim = result.simulation
-        details |= {
-            "lower_bound": cost.value,
-            "lower_bound_tdi": cost.tdi,
-            "lower_bound_method": cost.method,
-            "lower_bound_gap": (
-                relative_gap(sim.total_cost, cost.value)
-                if sim is not None and result.status is PlanStatus.WITHIN_BUDGET
-                else None
-            ),
-        }
-    log.debug("lower bounds on %s in %.3f s: %s", graph.name, time.perf_counter() - started, details)
-    return replace(result, details={**result.details, **details})
+    peak, search = bound_search(graph, budget, BOUND_SECONDS, transfer, BOUND_PATIENCE)
+    log.debug("lower bounds on %s in %.3f s: %s, %s", graph.name, time.perf_counter() - started, peak, search)
+    if search is None:
+        raise BudgetInfeasibleError(
+            f"budget {budget:,} B is below the peak lower bound {peak.value:,} B of graph {graph.name!r} "
+            f"({peak.proof}): no schedule fits it",
+            budget=budget,
+            lower_bound=peak.value,
+        )
+    return peak, search
+
+
+def _bound_reserve(ref: MethodRef, time_limit: float | None, search: CostBoundSearch | None) -> float:
+    """Seconds of ``auto``'s time limit kept for the cost bound (0: another method, or the search is over)."""
+    if ref.method not in PORTFOLIOS or search is None or search.done:
+        return 0.0
+    return min(AUTO_BOUND_SHARE * (DEFAULT_AUTO_LIMIT if time_limit is None else time_limit), AUTO_BOUND_SECONDS)
+
+
+_UNPROVEN = (PlanStatus.NO_SCHEDULE, PlanStatus.NO_SCHEDULE_IN_MODEL)
+
+
+def _with_bounds(
+    result: PlanResult, peak: PeakBound | None, search: CostBoundSearch | None, reserve: float
+) -> PlanResult:
+    """``result`` with the lower bounds, which hold for every schedule of the graph.
+
+    The solver's own ``bound`` and ``gap`` stay in its details (they hold for its model, which may restrict
+    the schedules). With a ``reserve`` (auto), the cost bound's search goes on for that long when the plan's
+    gap is still above ``AUTO_BOUND_GAP`` (or there is no plan within the budget).
+    """
+    if peak is None:
+        return result
+    if search is None:  # the cut proved that no schedule of the graph fits the budget: a proof for the whole problem
+        status = PlanStatus.INFEASIBLE if result.schedule is None and result.status in _UNPROVEN else result.status
+        return replace(result, status=status, peak_lower_bound=peak)
+    if reserve > 0 and not search.done:
+        gap = replace(result, lower_bound=search.bound).lower_bound_gap
+        if gap is None or gap > AUTO_BOUND_GAP:
+            started = time.perf_counter()
+            search.run(reserve)
+            log.info("auto: %.2f s more on the cost bound: %s", time.perf_counter() - started, search.bound.proof)
+    return replace(result, lower_bound=search.bound, peak_lower_bound=peak)
 
 
 def _with_transfer(

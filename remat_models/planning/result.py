@@ -10,6 +10,8 @@ from remat_models.core.schedule import Schedule, SimulationResult
 from remat_models.errors import BudgetExceededError
 from remat_models.formulations.outcome import SolveOutcome, jsonable
 from remat_models.model import PlanStatus, SolveStatus, Status
+from remat_models.model.result import relative_gap
+from remat_models.planning.bounds import Bound, PeakBound
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,16 @@ class PlanResult:
     details: dict[str, Any] = field(default_factory=dict)
     outcome: SolveOutcome | None = None
     interrupted_by: signal.Signals | None = None
+    lower_bound: Bound | None = None  # on the total cost of every schedule within the budget (planning.bounds)
+    peak_lower_bound: PeakBound | None = None  # on the peak of every schedule of the graph
+
+    @property
+    def lower_bound_gap(self) -> float | None:
+        """(plan's cost - lower bound) / plan's cost for a schedule within the budget; None without either."""
+        sim = self.simulation
+        if self.lower_bound is None or sim is None or not sim.fits(self.budget):
+            return None
+        return relative_gap(sim.total_cost, self.lower_bound.value)
 
     @property
     def interrupted(self) -> bool:
@@ -61,12 +73,21 @@ class PlanResult:
         """JSON-ready summary stored beside a schedule on disk (infinities and NaN as None).
 
         The plan's own fields win over the method's details of the same name (``wall_time_s`` is the whole
-        call's, not the solver's).
+        call's, not the solver's). The lower bounds (``lower_bound``: total cost, with its TDI, method, pivot
+        and the plan's gap to it; ``peak_lower_bound`` with its method) are None where none was computed.
         """
         sim = self.simulation
+        cost, peak = self.lower_bound, self.peak_lower_bound
         return jsonable(
             {
                 **self.details,
+                "lower_bound": None if cost is None else cost.value,
+                "lower_bound_tdi": None if cost is None else cost.tdi,
+                "lower_bound_method": None if cost is None else cost.method,
+                "lower_bound_at": None if cost is None else cost.at,
+                "lower_bound_gap": self.lower_bound_gap,
+                "peak_lower_bound": None if peak is None else peak.value,
+                "peak_lower_bound_method": None if peak is None else peak.proof,
                 "graph_name": self.graph_name,
                 "graph_hash": self.graph_hash,
                 "method": self.method,

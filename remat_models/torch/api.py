@@ -17,7 +17,14 @@ from remat_models.core.budget import parse_budget
 from remat_models.core.graph import Graph
 from remat_models.core.limits import check_count, check_time_limit
 from remat_models.core.schedule import Schedule, input_order_peak
-from remat_models.errors import BudgetError, ConfigurationError, GraphError, InvalidScheduleError, SolverError
+from remat_models.errors import (
+    BudgetError,
+    BudgetInfeasibleError,
+    ConfigurationError,
+    GraphError,
+    InvalidScheduleError,
+    SolverError,
+)
 from remat_models.planning.plan import PlanResult, PlanStatus
 from remat_models.planning.plan import plan as plan_graph
 from remat_models.torch.compiled_step import GeneratedStep, supports
@@ -152,8 +159,18 @@ class RematStep:
 
 
 def least_peak(graph: Graph) -> int:
-    """The least peak of the fast plans: Chen's greedy sweep and the knapsack (``auto``'s fallbacks), lowest-peak."""
-    results = [plan_graph(graph, graph.lower_bound, name, allow_over_budget=True) for name in FLOOR_METHODS]
+    """The least peak of the fast plans: Chen's greedy sweep and the knapsack (``auto``'s fallbacks), lowest-peak.
+
+    They are asked for the graph's least budget: its step lower bound, or the peak lower bound ``plan`` names
+    when it refuses that (values that cannot be recomputed, e.g. dropout masks, stay resident).
+    """
+    try:
+        budget = graph.lower_bound
+        results = [plan_graph(graph, budget, FLOOR_METHODS[0], allow_over_budget=True)]
+    except BudgetInfeasibleError as error:
+        budget = error.lower_bound
+        results = [plan_graph(graph, budget, FLOOR_METHODS[0], allow_over_budget=True)]
+    results += [plan_graph(graph, budget, name, allow_over_budget=True) for name in FLOOR_METHODS[1:]]
     return min(result.simulation.peak for result in results)
 
 
@@ -198,7 +215,9 @@ def plan(
     ``formulation="monet"`` (or ``"checkmate-impls"``) chooses among. ``activation_budget`` (in [0, 1],
     instead of ``budget``) is PyTorch's ``activation_memory_budget``: the share of the memory above the
     least peak a plan reaches up to the input-order peak (see :func:`activation_bytes`). The step runs
-    as generated code (``compiled=False``: the interpreter, see :class:`RematStep`).
+    as generated code (``compiled=False``: the interpreter, see :class:`RematStep`). Its ``plan_result``
+    carries the lower bounds that hold for every schedule (``lower_bound``, ``lower_bound_gap``,
+    ``peak_lower_bound``); a budget below the peak lower bound raises BudgetInfeasibleError naming it.
     """
     try:
         torch_graph = extract(model, example_inputs, loss_fn, example_targets, cost=cost)
