@@ -7,6 +7,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from remat_models.model.result import Status
+
 Record = dict[str, Any]
 CellKey = tuple[str, int, str]  # graph file, budget bytes, method label
 
@@ -25,7 +27,7 @@ class Cell:
     @property
     def fitting(self) -> list[Record]:
         """Records whose simulated schedule fits the budget."""
-        return [r for r in self.records if r.get("status") == "within_budget"]
+        return [r for r in self.records if r.get("status") == Status.WITHIN_BUDGET]
 
     @property
     def best(self) -> Record | None:

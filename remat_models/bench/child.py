@@ -23,7 +23,7 @@ from remat_models.core.plugins import load_callable
 from remat_models.errors import ConfigurationError, GraphError
 from remat_models.extensions.registry import make_extensions
 from remat_models.io import read_graph, write_json_atomic, write_schedule
-from remat_models.planning.plan import PlanResult, plan
+from remat_models.planning.plan import PlanResult, Status, plan
 
 log = logging.getLogger(__name__)
 
@@ -44,11 +44,13 @@ def execute(run: RunSpec) -> dict[str, Any]:
             write_schedule(target, result.schedule, graph, metadata={"run_id": run.run_id, **result.metadata()})
         return outcome_of(result, time.perf_counter() - started)
     except MemoryError:
-        return {"status": "oom", "error_type": "MemoryError", "error": "out of memory", "process_s": _since(started)}
+        oom = {"status": Status.OOM.value, "error_type": "MemoryError", "error": "out of memory"}
+        return {**oom, "process_s": _since(started)}
     except Exception as error:  # any failure of one run is recorded, never fatal to the sweep
         log.debug("run %s failed", run.run_id, exc_info=True)
         detail = "".join(traceback.format_exception_only(error)).strip()
-        return {"status": "error", "error_type": type(error).__name__, "error": detail, "process_s": _since(started)}
+        failed = {"status": Status.ERROR.value, "error_type": type(error).__name__, "error": detail}
+        return {**failed, "process_s": _since(started)}
 
 
 def call_method(method: MethodSpec, graph: Any, budget: int, *, seed: int, time_limit: float) -> PlanResult:

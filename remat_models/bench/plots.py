@@ -12,6 +12,7 @@ from remat_models.bench.files import write_atomic
 from remat_models.core.graph import Graph
 from remat_models.core.schedule import Schedule, input_order_schedule, simulate
 from remat_models.errors import ConfigurationError
+from remat_models.model.result import Status
 
 _MAX_PANELS = 12
 _MARKERS = "os^vDPX*<>hpd"
@@ -60,7 +61,7 @@ def plot_progress(records: list[Record], stem: str | Path) -> list[Path]:
     cells = group_cells(records)
     slots: dict[tuple[str, int], list[Any]] = {}
     for (file, budget, _), cell in cells.items():
-        if any(r.get("trajectory") or r.get("status") == "within_budget" for r in cell.records):
+        if any(r.get("trajectory") or r.get("status") == Status.WITHIN_BUDGET for r in cell.records):
             slots.setdefault((file, budget), []).append(cell)
     slots = {k: v for k, v in slots.items() if any(r.get("trajectory") for c in v for r in c.records)}
     if not slots:
@@ -99,7 +100,7 @@ def _progress_line(axis: Any, record: Record, style: tuple[str, str], label: str
         ys = [y for _, y in points] + [points[-1][1]]
         axis.plot(xs, ys, drawstyle="steps-post", color=color, label=label, alpha=0.85)
         axis.plot(xs[-1:], ys[-1:], marker, color=color, markersize=5)
-    elif record.get("status") == "within_budget" and record.get("tdi") is not None:
+    elif record.get("status") == Status.WITHIN_BUDGET and record.get("tdi") is not None:
         axis.plot([record.get("time_to_best_s") or 0.0], [record["tdi"]], marker, color=color, label=label, alpha=0.8)
 
 

@@ -189,12 +189,12 @@ def _results_table(title: str, results: list[PlanResult]) -> Table:
     for column in (*columns, "time (s)"):
         justify = "left" if column in ("method", "status", "proved by") else "right"
         table.add_column(column, justify=justify, overflow="fold")  # a narrow terminal wraps, never cuts digits
-    labels = {"within_budget": "[green]fits[/green]", "over_budget": "[red]over budget[/red]"}
+    labels = {PlanStatus.WITHIN_BUDGET: "[green]fits[/green]", PlanStatus.OVER_BUDGET: "[red]over budget[/red]"}
     for result in results:
         sim = result.simulation
         table.add_row(
             result.method,
-            labels.get(result.status.value, f"[red]{result.status.value}[/red]"),
+            labels.get(result.status, f"[red]{result.status.value}[/red]"),
             "-" if sim is None else f"{sim.peak:,}",
             "-" if sim is None else f"{result.peak_fraction:.1%}",
             "-" if sim is None else f"{sim.tdi:.2f}",

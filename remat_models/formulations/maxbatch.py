@@ -106,7 +106,7 @@ def solve_exact(
     limits = SolveLimits(time_limit=time_limit, seed=seed)
     result = get_backend(backend).solve(m, limits, hints)
     details: dict[str, Any] = {
-        "solver_status": result.status.value,
+        "solver_status": result.status.in_model().value,  # the peak model is the family's: a restricted one
         "solve_time_s": result.wall_time,
         "model_columns": m.num_cols,
         "model_rows": m.num_rows,
