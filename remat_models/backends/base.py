@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import math
+import os
 import re
 import time
 from abc import ABC, abstractmethod
@@ -23,7 +24,7 @@ from remat_models.backends.deadline import (
     publishing,
     run_with_deadline,
 )
-from remat_models.backends.interrupt import Stopper, run_interruptible
+from remat_models.backends.interrupt import Stopper, interrupted, run_interruptible
 from remat_models.backends.registry import natively_taking
 from remat_models.core.limits import check_count, check_time_limit
 from remat_models.errors import ConfigurationError, UnsupportedConstructError
@@ -132,13 +133,21 @@ class LoweringBackend(ABC):
     def solve(
         self, model: Model, limits: SolveLimits = SolveLimits(), hints: dict[str, Any] | None = None
     ) -> SolveResult:
-        """Solve ``model``; values are returned by block name of the original model."""
+        """Solve ``model``; values are returned by block name of the original model.
+
+        Inside a phase a signal has already stopped (:func:`~remat_models.backends.interrupt.interrupted`) no
+        solver starts: INTERRUPTED without values at once (HiGHS ignores a stop for seconds in its presolve).
+        """
         self.started = start = time.perf_counter()
         if limits.solver_options and not self.takes_solver_options:
             raise ConfigurationError(
                 f"backend {self.name!r} takes no solver options (got {', '.join(limits.solver_options)}); "
                 "highs, cpsat, gurobi, cvxpy and the pyomo backends do"
             )
+        signum = interrupted()
+        if signum is not None:
+            log.debug("%s: not solving (interrupted by %s before the solve)", self.spec, signum.name)
+            return SolveResult(SolveStatus.INTERRUPTED, backend=self.spec, interrupt_signal=signum)
         lowered = self.compile(model, limits)
         hint = None
         if hints:
@@ -150,7 +159,7 @@ class LoweringBackend(ABC):
             spent = time.perf_counter() - start  # the lowering counts against the limit, the grace included
             seconds = max(0.1, hard_deadline(limits.time_limit) - spent)  # type: ignore[arg-type]
             solve = partial(run_with_deadline, self.spec, solve, seconds, stopper)
-        result = run_interruptible(self.spec, solve, stopper)
+        result = run_interruptible(self.spec, solve, stopper, self._abandoned)
         if stopper.stopped.is_set() and result.status in (SolveStatus.FEASIBLE, SolveStatus.NO_SOLUTION):
             result.status = SolveStatus.INTERRUPTED  # Ctrl-C: the incumbent (if any) is kept
             result.interrupt_signal = stopper.signal
@@ -165,6 +174,10 @@ class LoweringBackend(ABC):
             result.x = lowered.restore(result.x)
             result.values = model.split(result.x, round_integers=self.integral)
         return result
+
+    def _abandoned(self) -> SolveResult:
+        """What a solve left running after an interrupt answers (INTERRUPTED below, without values)."""
+        return SolveResult(SolveStatus.NO_SOLUTION, log=f"{self.spec}: did not stop after the interrupt; left unread")
 
     def _hard_deadline(self, limits: SolveLimits) -> bool:
         """Whether the solve just compiled runs in a child killed at a hard deadline (``backends/deadline.py``)."""
@@ -194,8 +207,16 @@ class LoweringBackend(ABC):
         return x
 
     def set_solver_options(self, limits: SolveLimits, set_one: Callable[[str, Any], object]) -> None:
-        """Apply ``limits.solver_options`` with ``set_one(name, value)``; a rejected one raises ConfigurationError."""
+        """Apply ``limits.solver_options`` with ``set_one(name, value)``; a rejected one raises ConfigurationError.
+
+        A thread count (``threads``, ``num_workers``, ...) above ``max_threads()`` is clamped to it with a warning:
+        HiGHS given ``threads=1000000`` hung starting them.
+        """
         for name, value in limits.solver_options.items():
+            threads = name.lower() in THREAD_OPTIONS and isinstance(value, int) and not isinstance(value, bool)
+            if threads and value > max_threads():
+                log.warning("%s: %s=%d clamped to %d threads", self.name, name, value, max_threads())
+                value = max_threads()
             try:
                 set_one(name, value)
             except Exception as error:
@@ -204,6 +225,14 @@ class LoweringBackend(ABC):
     @abstractmethod
     def _solve_lowered(self, model: Model, limits: SolveLimits, hint: np.ndarray | None) -> SolveResult:
         """Solve a model holding only native constructs; return flat column values in ``x``."""
+
+
+THREAD_OPTIONS = frozenset({"threads", "num_workers", "num_search_workers", "thread_count", "nthreads"})
+
+
+def max_threads() -> int:
+    """The most solver threads a solver option may ask for: 4 per CPU of this machine, at least 64."""
+    return max(64, 4 * (os.cpu_count() or 1))
 
 
 def mentions(text: str, name: str) -> bool:

@@ -11,10 +11,10 @@ each improving solution its solver reports (:func:`publish_incumbent`, from the 
 callbacks), so a killed solve answers ``FEASIBLE`` with the last one, or ``NO_SOLUTION`` without any.
 Ctrl-C or SIGTERM reaches the child as SIGINT, which stops its solver and returns its incumbent.
 
-The child dies with the parent, SIGKILL included (``PR_SET_PDEATHSIG``), and leads its own session
-with its own temporary folder (``tempfile.tempdir``): a small watchdog process
-(:func:`remat_models.core.processes.kill_session_on_parent_death`) kills that session, solver binaries such as
-``minizinc`` and ``fzn-gecode`` included, and removes the folder once the child or its parent is gone.
+The child dies with the parent, SIGKILL included (``PR_SET_PDEATHSIG``), with its own temporary folder
+(``tempfile.tempdir``, ``TMPDIR``): a small watchdog process
+(:func:`remat_models.core.processes.kill_tree_on_parent_death`) kills what the child started, solver binaries such
+as ``minizinc`` and ``fzn-gecode`` included, and removes the folder once the child or its parent is gone.
 """
 
 from __future__ import annotations
@@ -29,12 +29,13 @@ import tempfile
 import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
+from pathlib import Path
 
 import numpy as np
 
 from remat_models.backends.interrupt import STOP_SIGNALS, Stopper
 from remat_models.core.limits import wait_slice
-from remat_models.core.processes import die_with_parent, kill_session, kill_session_on_parent_death, stop_watchdog
+from remat_models.core.processes import die_with_parent, kill_tree_on_parent_death, stop_watchdog
 from remat_models.errors import SolverError
 from remat_models.model import SolveResult, SolveStatus
 
@@ -42,6 +43,7 @@ log = logging.getLogger(__name__)
 
 ISOLATE_SIZE = 200_000  # from this many columns + rows on, a timed solve runs in a child with a hard deadline
 GRACE_SECONDS, GRACE_SHARE = 1.0, 0.05  # the child is killed at time limit + 1 s + 5 % of the limit
+STOP_GRACE_S = 0.8  # an interrupted child that has not answered this long after the stop is killed
 
 
 _incumbent_sink: Connection | None = None  # the pipe to the parent, in a hard-deadline child only
@@ -80,10 +82,17 @@ def run_with_deadline(name: str, solve: Callable[[], SolveResult], seconds: floa
     incumbent: np.ndarray | None = None
     try:
         while True:
-            if not receiver.poll(wait_slice(deadline - time.monotonic())):
+            if stopper.stopped.is_set():  # interrupted: the child's model build ignores the stop (Pyomo: 8 s)
+                deadline = min(deadline, stopper.stopped_at + STOP_GRACE_S)
+            if not receiver.poll(wait_slice(min(deadline - time.monotonic(), 0.1))):
                 if time.monotonic() < deadline:  # a slice of a wait longer than poll() takes
                     continue
                 _kill(child)
+                if stopper.stopped.is_set():
+                    kept = "its last incumbent kept" if incumbent is not None else "no incumbent"
+                    log.info("%s: killed %.1f s after the interrupt; %s", name, STOP_GRACE_S, kept)
+                    status = SolveStatus.NO_SOLUTION if incumbent is None else SolveStatus.FEASIBLE
+                    return SolveResult(status, x=incumbent, log=f"{name}: killed after the interrupt; {kept}")
                 return _killed(name, seconds, incumbent)
             try:
                 kind, payload = receiver.recv()
@@ -104,11 +113,12 @@ def run_with_deadline(name: str, solve: Callable[[], SolveResult], seconds: floa
 
 
 def _kill(child: multiprocessing.process.BaseProcess) -> None:
-    """SIGKILL the child and its session (a solver binary it started); its watchdog removes its folder."""
-    if child.pid is not None:
-        kill_session(child.pid)  # not yet a session of its own: nothing (the watchdog is not started yet)
+    """SIGKILL the child; its watchdog then kills what it started (a solver binary) and removes its folder."""
     child.kill()
     child.join()
+    if child.pid is not None:  # killed before it started its watchdog: its folder is ours to remove
+        for folder in Path(tempfile.gettempdir()).glob(f"remat-solve-{child.pid}-*"):
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def _killed(name: str, seconds: float, incumbent: np.ndarray | None) -> SolveResult:
@@ -121,11 +131,10 @@ def _killed(name: str, seconds: float, incumbent: np.ndarray | None) -> SolveRes
 
 def _child(solve: Callable[[], SolveResult], sender: Connection, stopper: Stopper, parent: int) -> None:
     global _incumbent_sink
-    die_with_parent(parent)  # SIGKILL when the parent dies; its watchdog then kills the session
-    os.setsid()  # this child, and whatever it starts, in a session of their own
-    folder = tempfile.mkdtemp(prefix="remat-solve-")
+    die_with_parent(parent)  # SIGKILL when the parent dies; its watchdog then kills what it started
+    folder = tempfile.mkdtemp(prefix=f"remat-solve-{os.getpid()}-")  # the parent finds it by the pid
     tempfile.tempdir = os.environ["TMPDIR"] = folder  # every temporary file of this process and its solver's
-    watchdog = kill_session_on_parent_death(parent, os.getpid(), [folder])
+    watchdog = kill_tree_on_parent_death(parent, [folder])
     _incumbent_sink = sender
     for signum in STOP_SIGNALS:  # the parent forwards its stop as SIGINT; a SIGTERM stops too
         signal.signal(signum, lambda signum, frame: stopper.stop(signum))

@@ -28,6 +28,7 @@ from typing import Any
 from remat_models.bench.record import OUTCOME_FIELDS, machine, versions
 from remat_models.bench.sweep import RunSpec
 from remat_models.bench.watchdog import PARENT_ENV
+from remat_models.core.limits import wait_slice
 from remat_models.core.processes import child_env, python_command
 
 log = logging.getLogger(__name__)
@@ -103,13 +104,22 @@ def run_isolated(task: dict[str, Any]) -> dict[str, Any]:
 
 
 def _wait(process: subprocess.Popen[bytes], payload: bytes, deadline: float) -> bool:
-    """Send the task and wait; kill the process group at ``deadline`` seconds. True if it was killed."""
+    """Send the task and wait; kill the process group at ``deadline`` seconds. True if it was killed.
+
+    The wait is taken in slices (``wait_slice``): one ``communicate`` of a huge limit (3e6 s) overflows.
+    """
+    until = time.monotonic() + deadline
     try:
-        process.communicate(payload, timeout=deadline)
-        return False
-    except subprocess.TimeoutExpired:
-        _kill(process)
-        return True
+        data: bytes | None = payload
+        while True:
+            try:
+                process.communicate(data, timeout=wait_slice(until - time.monotonic()))
+                return False
+            except subprocess.TimeoutExpired:
+                data = None  # sent (communicate keeps what is left of it for the next call)
+                if time.monotonic() >= until:
+                    _kill(process)
+                    return True
     except BaseException:  # an interrupted sweep must not leave solvers running
         _kill(process)
         raise

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
@@ -105,8 +106,12 @@ def method_from_mapping(data: Mapping[str, Any], *, allow_code: bool = True) -> 
         raise ConfigurationError(f"method options must be a table, got {options!r}")
     seeds = _seeds(data.get("seeds", data.get("seed")))
     time_limit = data.get("time_limit")
-    if time_limit is not None and (not isinstance(time_limit, (int, float)) or time_limit <= 0):
-        raise ConfigurationError(f"method time_limit must be a positive number of seconds, got {time_limit!r}")
+    if time_limit is not None and (
+        isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)) or not 0 < time_limit < math.inf
+    ):
+        raise ConfigurationError(f"method time_limit must be a finite positive number of seconds, got {time_limit!r}")
+    if time_limit is not None:
+        time_limit = min(time_limit, 1e9)  # clamped as a group's (sweep.MAX_TIME_LIMIT)
     spec = MethodSpec(
         label="",
         name=data.get("name"),

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import math
 import os
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
@@ -19,7 +21,10 @@ from remat_models.core.schedule import input_order_peak
 from remat_models.errors import BudgetError, ConfigurationError
 from remat_models.io import read_graph
 
+log = logging.getLogger(__name__)
+
 DEFAULT_TIME_LIMIT = 60.0
+MAX_TIME_LIMIT = 1e9  # seconds (31 years): a run's limit and grace are clamped here, as solvers clamp theirs
 DEFAULT_GRACE = 30.0
 _GROUP_KEYS = {"name", "graphs", "budgets", "methods", "seeds", "time_limit", "grace", "memory_limit"}
 _TOP_KEYS = _GROUP_KEYS | {"description", "method", "groups"}
@@ -261,9 +266,16 @@ def _group(raw: Mapping[str, Any], index: int, defined: Mapping[str, MethodSpec]
     seeds = tuple(raw.get("seeds", (0,)))
     if not seeds or not all(isinstance(s, int) for s in seeds):
         raise ConfigurationError(f"group {name!r}: seeds must be a non-empty list of integers")
-    time_limit, grace = float(raw.get("time_limit", DEFAULT_TIME_LIMIT)), float(raw.get("grace", DEFAULT_GRACE))
-    if time_limit <= 0 or grace < 0:
-        raise ConfigurationError(f"group {name!r}: time_limit must be > 0 and grace >= 0")
+    time_limit, grace = _seconds(raw.get("time_limit", DEFAULT_TIME_LIMIT)), _seconds(raw.get("grace", DEFAULT_GRACE))
+    if not (math.isfinite(time_limit) and math.isfinite(grace)) or time_limit <= 0 or grace < 0:
+        raise ConfigurationError(
+            f"group {name!r}: time_limit must be a finite number > 0 and grace one >= 0, got {time_limit!r} and"
+            f" {grace!r}"
+        )
+    if time_limit > MAX_TIME_LIMIT:  # as `remat solve` does: solvers clamp further (MiniZinc 1e6 s, GLPK int32)
+        log.warning("group %r: time limit %g s clamped to %g s", name, time_limit, MAX_TIME_LIMIT)
+        time_limit = MAX_TIME_LIMIT
+    grace = min(grace, MAX_TIME_LIMIT)
     memory = raw.get("memory_limit")
     return Group(
         name=name,
@@ -275,6 +287,15 @@ def _group(raw: Mapping[str, Any], index: int, defined: Mapping[str, MethodSpec]
         grace=grace,
         memory_limit=None if memory is None else _bytes(memory),
     )
+
+
+def _seconds(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ConfigurationError(f"time_limit and grace are numbers of seconds, got {value!r}")
+    try:
+        return float(value)
+    except ValueError:
+        raise ConfigurationError(f"time_limit and grace are numbers of seconds, got {value!r}") from None
 
 
 def _method(entry: Any, defined: Mapping[str, MethodSpec], allow_code: bool = True) -> MethodSpec:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
+import os
+import signal
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -166,7 +169,8 @@ def simulate_command(
     reference = input_order_peak(graph)
     table = Table(title=f"{plan_path.name} on {graph_path.name}", show_header=False)
     table.add_row("steps", f"{len(schedule):,}")
-    table.add_row("peak", f"{result.peak:,} B ({result.peak / reference:.1%} of input order)")
+    share = f"{result.peak / reference:.1%}" if reference else "-"  # a graph whose nodes all hold 0 B: no share
+    table.add_row("peak", f"{result.peak:,} B ({share} of input order)")
     table.add_row("total cost", f"{result.total_cost:,.6g}")
     table.add_row("TDI", f"{result.tdi:.2f} %")
     table.add_row("recomputations", f"{result.recomputations:,}")
@@ -537,6 +541,10 @@ def main() -> None:
     """
     try:
         app()
+    except SystemExit as done:
+        if done.code in INTERRUPTED_EXITS:  # stopped by a signal: end now, printed and written as it is
+            _end_now(int(done.code))
+        raise
     except BudgetExceededError as error:
         _fail(error, EXIT_NO_SCHEDULE)
     except RematError as error:
@@ -544,6 +552,20 @@ def main() -> None:
     except BrokenPipeError:
         discard_stdout()  # the interpreter's last flush of stdout must not fail again
         sys.exit(1)
+
+
+INTERRUPTED_EXITS = (128 + signal.SIGINT, 128 + signal.SIGTERM)
+
+
+def _end_now(code: int) -> None:
+    """Exit with ``code`` without the interpreter's teardown: collecting a large solver model (Pyomo's, CVXPY's)
+    took seconds after an interrupted run had printed and written its result.
+    """  # noqa: D205
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    logging.shutdown()
+    os._exit(code)
 
 
 def _fail(error: RematError, code: int) -> None:

@@ -105,6 +105,10 @@ def _report(
         write_schedule(out, result.schedule, graph.at_batch(result.batch), metadata=result.summary())
         if not as_json:
             console.print(f"wrote {out}")
+    if result.interrupted_by is not None:  # exit 128 + the signal's number, as a shell reports it
+        line = f"interrupted ({result.interrupted_by.name}): max batch stopped early; shown is the largest batch found"
+        errors.print(line, markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(128 + result.interrupted_by)
     if result.batch < 1:
         errors.print(f"error: {result.base} fits no batch within {result.memory:,} B under the cap: {result.status}")
         raise typer.Exit(EXIT_NO_SCHEDULE)

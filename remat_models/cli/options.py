@@ -137,7 +137,11 @@ def parse_pairs(pairs: list[str] | None, flag: str, shape: str = "key=value") ->
         key, equals, value = pair.partition("=")
         if not equals or not key.strip():
             raise ConfigurationError(f"{flag} takes {shape}, got {pair!r}")
-        options[key.strip()] = parse_value(value.strip())
+        name = key.strip()
+        if name in options:  # -O C=2 -O C=3, bw=1,bw=2: which one was meant?
+            given = f"{options[name]!r} and {value.strip()!r}"
+            raise ConfigurationError(f"{flag} sets {name!r} twice ({given}); give it once")
+        options[name] = parse_value(value.strip())
     return options
 
 
@@ -202,6 +206,12 @@ def transfer_model(text: str | None) -> TransferModel | None:
         return None
     options = parse_pairs([item for item in text.split(",") if item.strip()], "--transfer")
     if "flops" not in options:
+        per_second = [f"{k}={v}" for k, v in options.items() if k in _BANDWIDTHS and str(v).endswith("/s")]
+        if per_second:  # bytes per second, but without flops= bandwidths are bytes per cost unit
+            raise ConfigurationError(
+                f"--transfer {per_second[0]} is bytes per second: give flops= (the device's cost units per second)"
+                " to convert it, or a bandwidth in bytes per cost unit (a plain number)"
+            )
         return TransferModel.from_options({k: _number(k, v) if k in _BANDWIDTHS else v for k, v in options.items()})
     rate = _number("flops", options.pop("flops"))
     if rate == 0:

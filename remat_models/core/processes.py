@@ -7,9 +7,9 @@ be the child's working folder) with ``PYTHONSAFEPATH=1``, which also covers any 
 
 :func:`die_with_parent` asks the kernel (Linux ``prctl(PR_SET_PDEATHSIG)``) to signal a child when the thread
 that started it ends, SIGKILL of the parent included; elsewhere :func:`watch_parent` polls the parent's pid.
-:func:`kill_session_on_parent_death` starts a small watchdog process that kills a whole session (a solver
-binary and the processes it starts, e.g. ``minizinc`` and ``fzn-gecode``, which MiniZinc puts in a group of its
-own) and removes temporary folders once the process it guards is gone, whatever killed it.
+:func:`kill_tree_on_parent_death` starts a small watchdog process that kills every descendant of its caller (a
+solver binary and the processes it starts, e.g. ``minizinc`` and ``fzn-gecode``, which MiniZinc puts in a group
+of its own) and removes temporary folders once the caller or the process it guards is gone, whatever killed it.
 """
 
 from __future__ import annotations
@@ -79,13 +79,16 @@ def preexec_die_with_parent() -> None:
             ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
 
 
-def kill_session_on_parent_death(guarded: int, session: int, folders: Iterable[str] = ()) -> subprocess.Popen[bytes]:
-    """Start a watchdog process that SIGKILLs ``session`` and removes ``folders`` once ``guarded`` or the caller dies.
+def kill_tree_on_parent_death(guarded: int, folders: Iterable[str] = ()) -> subprocess.Popen[bytes]:
+    """Start a watchdog process that SIGKILLs the caller's descendants and removes ``folders`` once ``guarded`` or
+    the caller dies.
 
-    The caller (the watchdog's parent) leads ``session``; the watchdog polls both pids and is ended by the caller
-    with :func:`stop_watchdog` once the session's work has finished normally.
-    """
-    command = [sys.executable, "-I", "-S", os.path.abspath(__file__), str(guarded), str(session), *folders]
+    The watchdog notes the caller's descendants every ``POLL_S`` (Linux ``/proc``), so that processes orphaned by
+    the caller's death (``minizinc``, and ``fzn-gecode``, which MiniZinc moves to a group of its own) are still
+    found; the caller stays in its parent's process group. The caller ends the watchdog with
+    :func:`stop_watchdog` once its work has finished normally.
+    """  # noqa: D205
+    command = [sys.executable, "-I", "-S", os.path.abspath(__file__), str(guarded), str(os.getpid()), *folders]
     return subprocess.Popen(  # -I -S: this file alone, the standard library only (no site, no working folder)
         command,
         stdin=subprocess.DEVNULL,
@@ -97,7 +100,7 @@ def kill_session_on_parent_death(guarded: int, session: int, folders: Iterable[s
 
 
 def stop_watchdog(watchdog: subprocess.Popen[bytes] | None) -> None:
-    """End a watchdog started by :func:`kill_session_on_parent_death` (its session and folders left alone)."""
+    """End a watchdog started by :func:`kill_tree_on_parent_death` (the processes and folders left alone)."""
     if watchdog is None:
         return
     with contextlib.suppress(ProcessLookupError):
@@ -115,9 +118,9 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def session_members(session: int) -> list[int]:
-    """Pids of the processes of ``session`` (Linux ``/proc``; empty elsewhere)."""
-    members = []
+def _processes() -> dict[int, tuple[int, bytes]]:
+    """Every process: pid -> (parent pid, start time) from ``/proc`` (empty where there is none)."""
+    found = {}
     with contextlib.suppress(OSError):
         for entry in os.scandir("/proc"):
             if not entry.name.isdigit():
@@ -125,29 +128,54 @@ def session_members(session: int) -> list[int]:
             try:
                 with open(f"/proc/{entry.name}/stat", "rb") as handle:
                     fields = handle.read().rsplit(b")", 1)[1].split()
-            except (OSError, IndexError):
+                found[int(entry.name)] = (int(fields[1]), fields[19])
+            except (OSError, IndexError, ValueError):
                 continue  # ended meanwhile
-            if len(fields) > 3 and int(fields[3]) == session:
-                members.append(int(entry.name))
-    return members
+    return found
 
 
-def kill_session(session: int) -> None:
-    """SIGKILL every process of ``session`` and its group (a solver may move its own children to another group)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(session, signal.SIGKILL)
-    for pid in session_members(session):
-        if pid != os.getpid():
+def descendants(root: int | None, known: dict[int, bytes] | None = None) -> dict[int, bytes]:
+    """The descendants of ``root`` now (None: none), and of ``known`` still running, with ``known`` itself:
+    pid -> start time (a pid reused by another process is not the one noted). Never pid 1's: that is every process.
+    """  # noqa: D205
+    table = _processes()
+    alive = {pid: start for pid, start in (known or {}).items() if table.get(pid, (0, None))[1] == start and pid > 1}
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    stack = [*([root] if root is not None and root > 1 else []), *alive]
+    while stack:
+        for child in children.get(stack.pop(), ()):
+            if child not in alive:
+                alive[child] = table[child][1]
+                stack.append(child)
+    alive.pop(os.getpid(), None)
+    return alive
+
+
+def kill_tree(root: int | None, known: dict[int, bytes] | None = None) -> None:
+    """SIGKILL the descendants of ``root`` (a live process; None once it is gone) and ``known`` (noted earlier)."""
+    for _ in range(3):  # a process may start another while its parent is killed
+        found = descendants(root, known)
+        if not found:
+            return
+        for pid in found:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
+        known = found
 
 
-def _watchdog(guarded: int, session: int, folders: list[str]) -> None:
-    """Wait until ``guarded`` is gone (or this process's parent, the caller, is), then clean up after it."""
-    parent = os.getppid()
-    while _alive(guarded) and os.getppid() == parent:
+def _watchdog(guarded: int, caller: int, folders: list[str]) -> None:
+    """Wait until ``guarded`` or this process's parent (the caller) is gone, then kill what the caller left.
+
+    Only processes noted as the caller's descendants while it ran are killed (never by the parent pid once the
+    caller is gone: it is then another process's, or init's); a caller gone before this started leaves none noted.
+    """
+    known: dict[int, bytes] = {}
+    while caller > 1 and os.getppid() == caller and _alive(guarded):
+        known = descendants(caller, known)
         time.sleep(POLL_S)
-    kill_session(session)
+    kill_tree(None, known)
     for folder in folders:
         shutil.rmtree(folder, ignore_errors=True)
 

@@ -19,11 +19,14 @@ from __future__ import annotations
 
 import logging
 import math
+import signal
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from remat_models.backends.interrupt import run_stoppable
 from remat_models.core.batch import (
     DEFAULT_CAP_KINDS,
     BatchScaling,
@@ -99,6 +102,7 @@ class MaxBatchResult:
     probes: tuple[Probe, ...] = ()
     wall_time: float = 0.0
     details: dict[str, Any] = field(default_factory=dict)
+    interrupted_by: signal.Signals | None = None  # SIGINT/SIGTERM stopped the search: the best batch so far
 
     @property
     def peak(self) -> int | None:
@@ -167,30 +171,36 @@ def max_batch(
         cap = cost_cap(graph, cap_factor, cap_kinds)
     started = time.perf_counter()
     search = _Search(graph, scaling, memory, float(cap))
-    if heuristic is not None:
-        if method not in ("auto", "bisection"):
-            raise ConfigurationError(f"heuristic {heuristic!r} runs by bisection, not {method!r}")
-        result = search.heuristic(heuristic, time_limit=time_limit, seed=seed, options=options)
-    else:
-        formulation = formulation or DEFAULT_FORMULATION
-        backend = backend or get_formulation(formulation).default_backend
-        if method == "auto":
-            method = "min-peak" if scaling.proportional_memory else "bisection"
+    if heuristic is not None and method not in ("auto", "bisection"):
+        raise ConfigurationError(f"heuristic {heuristic!r} runs by bisection, not {method!r}")
+
+    def run(stop: threading.Event) -> MaxBatchResult:  # SIGINT/SIGTERM set ``stop``: no probe starts after it
+        search.stop = stop
+        if heuristic is not None:
+            return search.heuristic(heuristic, time_limit=time_limit, seed=seed, options=options)
+        base = formulation or DEFAULT_FORMULATION
+        solver = backend or get_formulation(base).default_backend
+        chosen = ("min-peak" if scaling.proportional_memory else "bisection") if method == "auto" else method
         if init is not None:
             search.warm_start(init, seed=seed)
-        if method == "bisection":
-            result = search.formulation(formulation, backend, time_limit=time_limit, seed=seed, options=options)
-        else:
-            from remat_models.formulations.maxbatch import solve_exact
+        if chosen == "bisection":
+            return search.formulation(base, solver, time_limit=time_limit, seed=seed, options=options)
+        from remat_models.formulations.maxbatch import solve_exact
 
-            exact = solve_exact(
-                graph, memory, search.cap, method=method, base=formulation, backend=backend,
-                lower=max(search.start_batch, 0), upper=search.upper, time_limit=time_limit, seed=seed,
-                options=options, start=search.start,
-            )  # fmt: skip
-            result = search.finish(
-                method, f"{formulation}/{backend}", exact.batch, exact.schedule, exact.upper_bound, exact.details
-            )
+        if stop.is_set():  # stopped in the warm start: its batch, unsolved
+            return search.finish(chosen, f"{base}/{solver}", max(search.start_batch, 0), search.start, None)
+        exact = solve_exact(
+            graph, memory, search.cap, method=chosen, base=base, backend=solver,
+            lower=max(search.start_batch, 0), upper=search.upper, time_limit=time_limit, seed=seed,
+            options=options, start=search.start,
+        )  # fmt: skip
+        return search.finish(chosen, f"{base}/{solver}", exact.batch, exact.schedule, exact.upper_bound, exact.details)
+
+    result, interrupted = run_stoppable(run)
+    if interrupted is not None:
+        log.warning("max batch: interrupted (%s); the largest batch found so far", interrupted.name)
+        details = {**result.details, "interrupted_by": interrupted.name}
+        result = replace(result, interrupted_by=interrupted, details=details)
     return _with_time(result, time.perf_counter() - started)
 
 
@@ -206,6 +216,7 @@ class _Search:
             self.lower = -1  # the cap is below one plain pass: not even checkpoint-all qualifies
         self.start_batch, self.start = self.lower, self.baseline if self.lower > 0 else None
         self.probes: list[Probe] = []
+        self.stop = threading.Event()  # set by SIGINT/SIGTERM (max_batch): no probe starts after it
 
     def warm_start(self, init: str | Schedule, *, seed: int) -> None:
         """Start from a heuristic's best batch (its own bisection) or a schedule's, where it beats checkpoint-all.
@@ -217,9 +228,9 @@ class _Search:
                 self.warm_start(name, seed=seed)
             return
         if isinstance(init, str):
-            found = _Search(self.graph, self.scaling, self.memory, self.cap).heuristic(
-                init, time_limit=None, seed=seed, options=None
-            )
+            inner = _Search(self.graph, self.scaling, self.memory, self.cap)
+            inner.stop = self.stop
+            found = inner.heuristic(init, time_limit=None, seed=seed, options=None)
             batch, schedule = found.batch, found.schedule
         else:
             cost = simulate(self.graph.at_batch(max(self.lower, 1)), init).total_cost
@@ -308,7 +319,7 @@ class _Search:
         minus one, else ``hi`` (the lower-bound limit). No probe starts after ``deadline``.
         """
         best, schedule, bound = lo, lo_schedule, hi
-        while best < hi and (deadline is None or time.perf_counter() < deadline):
+        while best < hi and (deadline is None or time.perf_counter() < deadline) and not self.stop.is_set():
             mid = (best + hi + 1) // 2
             found, mid_schedule = probe(mid)
             self.probes.append(found)

@@ -208,7 +208,12 @@ def _with_transfer(
         return options, extensions
     if ref.method in PORTFOLIOS or "transfer" in HEURISTICS[str(ref.method)].options:
         return {**(options or {}), "transfer": transfer}, extensions
-    return options, extensions  # a recompute-only heuristic: its schedule is simulated under the model
+    log.warning(  # a recompute-only heuristic: said, not silently ignored (#34)
+        "%s never offloads: the transfer model only prices its schedule (use fastsa, three-way, auto or a "
+        "formulation to plan offloading)",
+        ref.label,
+    )
+    return options, extensions
 
 
 def _result(

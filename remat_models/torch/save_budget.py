@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -11,7 +12,7 @@ from torch import nn
 
 from remat_models.core.budget import parse_budget
 from remat_models.core.graph import Graph
-from remat_models.errors import ConfigurationError
+from remat_models.errors import BudgetError, ConfigurationError
 from remat_models.heuristics.saveset import Regions, saveset_range
 
 
@@ -30,9 +31,17 @@ class SaveBudget:
         if (self.budget is None) == (self.activation is None):
             raise ConfigurationError("give exactly one of budget= and activation_budget=")
         if self.activation is not None and not (
-            isinstance(self.activation, (int, float)) and 0.0 <= self.activation <= 1.0
+            isinstance(self.activation, (int, float))
+            and not isinstance(self.activation, bool)  # True is not a share (it was taken as 1)
+            and 0.0 <= self.activation <= 1.0
         ):
             raise ConfigurationError(f"activation_budget must be a number in [0, 1], got {self.activation!r}")
+        budget = self.budget
+        if isinstance(budget, bool) or (budget is not None and not isinstance(budget, (str, int, float))):
+            raise BudgetError(f"budget must be bytes, a size or a share such as '60%', got {budget!r}")
+        if isinstance(budget, (int, float)) and not 0 < budget < math.inf:
+            # checked now: inside torch.compile the error would surface as a 67-line BackendCompilerFailed
+            raise BudgetError(f"budget must be a positive, finite number of bytes (or a share), got {budget!r}")
 
     def resolve(self, graph: Graph, *, replay: bool = False, regions: Regions | None = None) -> int:
         """Bytes of this budget on ``graph`` (``replay``/``regions``: the span of save-set plans as SAC runs them)."""

@@ -28,6 +28,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from remat_models.backends import SolveLimits, SolveStatus, get_backend
+from remat_models.backends.interrupt import interrupted
 from remat_models.core.graph import Graph, NodeKind
 from remat_models.core.schedule import Schedule, SimulationResult, eager_frees, simulate
 from remat_models.errors import BudgetInfeasibleError, ConfigurationError
@@ -165,8 +166,8 @@ class HierarchicalSolver:
     # ------------------------------------------------------------------ helpers
     @staticmethod
     def _past(when: float | None) -> bool:
-        """Whether the deadline ``when`` (``time.perf_counter``; None: none) has passed."""
-        return when is not None and time.perf_counter() > when
+        """Whether the deadline ``when`` (``time.perf_counter``; None: none) has passed, or a signal stopped it."""
+        return (when is not None and time.perf_counter() > when) or interrupted() is not None
 
     def _local(self, cluster: Cluster) -> LocalGraph:
         if cluster not in self.locals:
@@ -267,6 +268,8 @@ class HierarchicalSolver:
         for peak, saves in budget_grid(lg, options, self.opts.nb_peak, self.opts.nb_save):
             for save in saves:
                 if cluster_deadline is not None and time.perf_counter() > cluster_deadline:  # never past the deadline
+                    return
+                if interrupted() is not None:  # SIGINT/SIGTERM: no more option ILPs (each would build, then stop)
                     return
                 limit = self.opts.level_time_limit
                 if cluster_deadline is not None:
@@ -382,6 +385,8 @@ class HierarchicalSolver:
         for member in partition.top:
             if isinstance(member, Cluster):
                 self.solve_cluster(member)
+        if interrupted() is not None:
+            return self._result(partition, None, None, None, starts, "interrupted before the top level")
         if self._past(self.end):
             return self._result(partition, None, None, None, starts, "the time limit passed before the top level")
         index = {v: v for v in range(self.graph.n)}
@@ -399,7 +404,7 @@ class HierarchicalSolver:
         found = self._found(built, result)
         for factor in RELAX:  # the top's accounting is conservative: a relaxed top's schedule may still fit
             left = None if end is None else end - time.perf_counter()
-            if left is not None and left < 1.0:
+            if (left is not None and left < 1.0) or interrupted() is not None:
                 break
             relaxed = HILP_LEVEL.build_level(hgraph, int(self.budget * factor), opts)
             attempt = self._found(relaxed, self._solve(relaxed, left, f"top@{factor}"))
@@ -440,6 +445,8 @@ class HierarchicalSolver:
             found = None
         top_cost = None if found is None else found.simulation.total_cost
         end = math.inf if self.end is None else self.end
+        if interrupted() is not None:  # SIGINT/SIGTERM: no refinement, the best found so far
+            end = time.perf_counter()
         moves = self._moves(partition)
         refined, warm = 0, False
         for incumbent, from_start in ((found, False), *((start, True) for start in starts)):  # cheapest refined kept

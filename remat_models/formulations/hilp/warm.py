@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from remat_models.backends.interrupt import stop_event
 from remat_models.core.graph import Graph, NodeKind
 from remat_models.core.impls import step_impl
 from remat_models.core.schedule import TRANSFER_STEPS, Compute, Schedule, SimulationResult, lift_schedule, simulate
@@ -61,7 +62,8 @@ def fitting_starts(
         return starts
     started = time.perf_counter()
     view = graph.default_view()  # with implementations: FastSA plans the default ones (edges: their reads only)
-    schedule = run_heuristic("fastsa", view, budget, seed=seed, time_limit=max(0.1, seconds))[0]
+    stop = stop_event()  # SIGINT/SIGTERM: FastSA ends with its best so far
+    schedule = run_heuristic("fastsa", view, budget, seed=seed, time_limit=max(0.1, seconds), stop=stop)[0]
     if view is not graph:
         schedule = lift_schedule(graph, schedule)
     simulation = simulate(graph, schedule)

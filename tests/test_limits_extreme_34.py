@@ -1,0 +1,67 @@
+"""Issue #34, limits: huge or non-finite limits in `remat bench run` and sweeps, solver thread counts clamped."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from remat_models.backends.base import max_threads
+from remat_models.bench.methods import method_from_mapping
+from remat_models.bench.sweep import sweep_from_mapping, sweep_from_options
+from remat_models.errors import ConfigurationError
+from remat_models.io import linear_chain, write_graph
+
+REMAT = [sys.executable, "-P", "-m", "remat_models.cli.app"]
+
+
+@pytest.fixture
+def chain8(tmp_path: Path) -> Path:
+    path = tmp_path / "chain8.json"
+    write_graph(linear_chain(8), path)
+    return path
+
+
+@pytest.mark.parametrize(("limit", "recorded"), [("3e6", 3e6), ("1e12", 1e9)])
+def test_bench_run_takes_huge_time_limits(chain8: Path, tmp_path: Path, limit: str, recorded: float) -> None:
+    out = tmp_path / "r.jsonl"
+    command = [*REMAT, "bench", "run", "-g", str(chain8), "-b", "80%", "-m", "chen-greedy", "--time-limit", limit]
+    done = subprocess.run([*command, "-o", str(out)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr and "OverflowError" not in done.stderr
+    (record,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert record["status"] == "within_budget" and record["time_limit"] == recorded
+
+
+@pytest.mark.parametrize("args", [["--grace", "nan"], ["--time-limit", "inf"], ["--time-limit", "nan"]])
+def test_bench_run_refuses_non_finite_limits_in_one_line(chain8: Path, tmp_path: Path, args: list[str]) -> None:
+    out = tmp_path / "r.jsonl"
+    command = [*REMAT, "bench", "run", "-g", str(chain8), "-b", "80%", "-m", "chen-greedy", *args, "-o", str(out)]
+    done = subprocess.run(command, capture_output=True, text=True)
+    assert done.returncode == 1 and done.stderr.startswith("error: group 'cli': time_limit must be a finite number")
+    assert "Traceback" not in done.stderr and not out.exists()
+
+
+def test_sweeps_check_and_clamp_their_limits(chain8: Path) -> None:
+    with pytest.raises(ConfigurationError, match="finite number"):
+        sweep_from_options([str(chain8)], ["80%"], ["chen-greedy"], grace=math.nan)
+    data = {"graphs": [str(chain8)], "budgets": ["80%"], "methods": ["chen-greedy"]}
+    assert sweep_from_mapping({**data, "time_limit": 1e300}).groups[0].time_limit == 1e9
+    for bad in ("x", True, [1]):
+        with pytest.raises(ConfigurationError, match="seconds"):
+            sweep_from_mapping({**data, "grace": bad})
+    for bad in (math.nan, math.inf, -1, True):
+        with pytest.raises(ConfigurationError, match="time_limit"):
+            method_from_mapping({"name": "chen-greedy", "time_limit": bad})
+    assert method_from_mapping({"name": "fastsa", "time_limit": 1e12}).time_limit == 1e9
+
+
+def test_a_huge_solver_thread_count_is_clamped(chain8: Path) -> None:
+    command = [*REMAT, "solve", str(chain8), "-b", "80%", "-f", "checkmate", "--backend", "highs"]
+    done = subprocess.run([*command, "-S", "threads=1000000", "--time-limit", "5"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert f"threads=1000000 clamped to {max_threads()} threads" in " ".join(done.stderr.split())
