@@ -114,11 +114,34 @@ def _mlp(layers: int, seed: int) -> Graph:
     return Graph.from_arrays(names, np.array(cost), np.array(mem), np.array(edges), name=f"mlp{layers}_s{seed}")
 
 
+def _seeded(layers: int) -> Graph:
+    """A value s that cannot be recomputed (a random draw) feeds a chain a_i -> c_i; the backward reads the a_i:
+    an a_i dropped at the backward's first step is recomputed from s, so s or a_i must stay (the closure)."""
+    names, cost, mem, edges, acts = ["s"], [1.0], [4], [], []
+    for i in range(layers):
+        names += [f"a{i}", f"c{i}"]
+        cost += [2.0, 1.0]
+        mem += [4, 2]
+        edges += [(len(names) - 3, len(names) - 2), (len(names) - 2, len(names) - 1)]
+        acts.append(len(names) - 2)
+    names.append("loss")
+    cost.append(1.0)
+    mem.append(1)
+    edges.append((len(names) - 2, len(names) - 1))
+    for i in reversed(range(layers)):
+        names.append(f"d{i}")
+        cost.append(2.0)
+        mem.append(2)
+        edges += [(len(names) - 2, len(names) - 1), (acts[i], len(names) - 1)]
+    graph = Graph.from_arrays(names, np.array(cost), np.array(mem), np.array(edges), name=f"seeded{layers}")
+    return graph.with_recomputable(np.arange(graph.n) > 0)
+
+
 def _closure_graphs() -> list[Graph]:
     """Random DAGs, chains and MLPs (workspace, fixed memory, values that cannot be recomputed) for the closure LP."""
     graphs = [random_dag(n, seed, workspace=seed % 2 == 0, fixed=seed % 3 == 0) for n in (6, 7, 8) for seed in range(6)]
     graphs += [random_layered(8, seed=seed) for seed in range(4)] + [linear_chain(3), linear_chain(4), tiny_unet()]
-    graphs += [_mlp(layers, seed) for layers in (2, 3) for seed in range(3)]
+    graphs += [_mlp(layers, seed) for layers in (2, 3) for seed in range(3)] + [_seeded(2), _seeded(3)]
     return graphs + [_frozen(g, 3 + k % 3) for k, g in enumerate(graphs[::3])]
 
 
@@ -151,6 +174,18 @@ def test_the_closure_lp_is_stronger_than_the_cut() -> None:
             stronger += bound.method == "closure"
             exact += bound.method == "closure" and bound.value >= found.cost * (1 - 1e-6) > graph.total_cost
     assert stronger >= 15 and exact >= 3, (stronger, exact)
+
+
+def test_the_closure_peak_bound_is_the_least_peak_where_a_draw_cannot_be_redone() -> None:
+    from remat_models.planning.plan import plan
+
+    for layers in (2, 3):
+        graph = _seeded(layers)
+        least = next(b for b in range(graph.lower_bound, input_order_peak(graph) + 1) if exhaustive_optimum(graph, b))
+        bound = peak_lower_bound(graph)
+        assert bound.method == "closure" and bound.value == least > graph.lower_bound, (bound, least)
+        with pytest.raises(BudgetInfeasibleError, match="closure at"):
+            plan(graph, least - 1, "chen-greedy", allow_over_budget=True)
 
 
 def test_non_recomputable_values_stay_resident_in_the_peak_bound() -> None:

@@ -14,6 +14,8 @@ torch = pytest.importorskip("torch")
 import remat_models.torch as rt  # noqa: E402
 from remat_models.core.graph import NodeKind  # noqa: E402
 from remat_models.core.schedule import input_order_peak, simulate  # noqa: E402
+from remat_models.errors import BudgetInfeasibleError  # noqa: E402
+from remat_models.planning.bounds import peak_lower_bound  # noqa: E402
 from remat_models.planning.plan import plan  # noqa: E402
 from remat_models.torch.api import FLOOR_METHODS  # noqa: E402
 from remat_models.torch.split import is_kept_copy  # noqa: E402
@@ -111,9 +113,12 @@ def test_example_resnet_least_peak_is_pinned() -> None:
     """The fast plans' least peak on the example ResNet stays at this fix's value (the regression of issue 23)."""
     model, inputs, targets, loss_fn = models.resnet()
     graph = rt.extract(model, inputs, loss_fn, targets).graph
+    floor = peak_lower_bound(graph)  # above the step bound here (a closure over values that cannot be redone)
+    with pytest.raises(BudgetInfeasibleError):
+        plan(graph, floor.value - 1, FLOOR_METHODS[0], allow_over_budget=True)
     peaks = []
     for method in FLOOR_METHODS:
-        result = plan(graph, graph.lower_bound, method, allow_over_budget=True)
+        result = plan(graph, floor.value, method, allow_over_budget=True)
         peaks.append(simulate(graph, result.schedule).peak)
-    assert min(peaks) == rt.least_peak(graph)
+    assert floor.value <= min(peaks) == rt.least_peak(graph)
     assert min(peaks) - graph.fixed_mem <= RESNET_LEAST_PEAK

@@ -218,7 +218,10 @@ def peak_lower_bound(graph: Graph, transfer: TransferModel | None = None, time_l
     ``step``: ``graph.lower_bound`` (the largest single step, or the graph outputs at the end). ``cut``:
     during the first computation of a pivot p its inputs are resident, and so is every non-recomputable
     ancestor of p that a descendant of p reads or that is a graph output (it cannot be produced again;
-    without a ``transfer`` model it cannot leave and come back either).
+    without a ``transfer`` model it cannot leave and come back either). ``closure`` (no ``transfer``, some values
+    not recomputable): a needed value not resident then is computed again from inputs resident then or
+    computed again too, down to values that cannot be; the least bytes resident, by the LP of
+    :meth:`_PivotScan.closure_peak`, at the pivots that need the most bytes first (the rest of ``time_limit``).
     """
     time_limit = check_time_limit(time_limit) or 0.0
     return _peak_bound(graph, _PivotScan(graph, transfer) if graph.impl_table is None else None, time_limit)
@@ -230,12 +233,23 @@ def _peak_bound(graph: Graph, scan: _PivotScan | None, time_limit: float) -> Pea
     value, method, at = int(graph.lower_bound), "step", None
     if scan is not None:
         deadline = time.perf_counter() + time_limit
+        needs: list[tuple[int, int, int]] = []  # (-bytes needed after p with its step, -step's bytes, pivot)
         for p in scan.pivots():
-            need = scan.step_need(p)
+            sets = scan.sets(p)
+            need = scan.step_need(p, sets)
             if need > value:
                 value, method, at = need, "cut", graph.names[p]
+            needs.append((-(need + int(scan.mem[sets[0]].sum())), -need, p))
             if time.perf_counter() > deadline:
                 break
+        if scan.transfer is None and not graph.recomputable.all():  # values that cannot come back: the closure
+            for k, (_, need, p) in enumerate(sorted(needs)):
+                left = deadline - time.perf_counter()
+                if left <= 0 and k > 0:
+                    break
+                closure = -need + scan.closure_peak(p, max(left, FIRST_LP_SECONDS))
+                if closure > value:
+                    value, method, at = closure, "closure", graph.names[p]
     return PeakBound(value=value, fraction=value / reference if reference else 0.0, method=method, at=at)
 
 
@@ -303,9 +317,9 @@ class _PivotScan:
         resident[self.graph.preds(p)] = True
         return needed & ~resident, resident
 
-    def step_need(self, p: int) -> int:
+    def step_need(self, p: int, sets: tuple[np.ndarray, np.ndarray] | None = None) -> int:
         """Bytes in use during the first computation of ``p`` at the least."""
-        _, resident = self.sets(p)
+        _, resident = self.sets(p) if sets is None else sets
         graph = self.graph
         return int(graph.fixed_mem + graph.mem[p] + graph.workspace[p] + self.mem[resident].sum())
 
@@ -329,25 +343,68 @@ class _PivotScan:
         row multipliers give a bound below the LP's optimum (Lagrangian duality), so the solver's duals
         are evaluated here and its tolerances do not matter.
         """
-        import highspy
-
         graph = self.graph
-        n = graph.n
         candidates, resident = self.sets(p)
         room = budget - int(graph.fixed_mem + graph.mem[p] + graph.workspace[p] + self.mem[resident].sum())
-        nodes = np.flatnonzero(_bits(self.anc[p], n) & ~resident)
-        m = len(nodes)
-        if m == 0 or room < 0:
+        if room < 0:
             return 0.0
-        local = np.full(n, -1, dtype=np.int64)
-        local[nodes] = np.arange(m)
-        scale = float(graph.cost[nodes].max()) or 1.0
-        objective = np.concatenate([np.zeros(m), graph.cost[nodes] / scale])
-        upper = np.ones(2 * m)
-        upper[m:][~graph.recomputable[nodes]] = 0.0
+        lp = self._closure_rows(p, candidates, resident)
+        if lp is None:
+            return 0.0
+        nodes, upper, rows, cols, vals, lower = lp
+        m = len(nodes)
         mem = self.mem[nodes]
         if room == 0:
             upper[:m][mem > 0] = 0.0
+        else:
+            rows = np.concatenate([rows, np.full(m, len(lower))])
+            cols = np.concatenate([cols, np.arange(m)])
+            vals = np.concatenate([vals, -mem / room])
+            lower = np.concatenate([lower, [-1.0]])
+        scale = float(graph.cost[nodes].max()) or 1.0
+        objective = np.concatenate([np.zeros(m), graph.cost[nodes] / scale])
+        return _dual_bound(objective, upper, rows, cols, vals, lower, time_limit) * scale
+
+    def closure_peak(self, p: int, time_limit: float) -> int:
+        """Bytes beyond :meth:`step_need` that the closure proves resident during p's first computation.
+
+        The LP of :meth:`closure_extra` without the budget's row, minimising the bytes of K: where values
+        cannot be computed again (x = 0), a needed value needs itself or what it is recomputed from resident.
+        Whole bytes: the LP's dual bound rounded up (K holds whole values).
+        """
+        candidates, resident = self.sets(p)
+        lp = self._closure_rows(p, candidates, resident)
+        if lp is None:
+            return 0
+        nodes, upper, rows, cols, vals, lower = lp
+        m = len(nodes)
+        if (upper[m:] > 0).all() or not len(lower):  # everything can be computed again: K may be empty
+            return 0
+        mem = self.mem[nodes].astype(float)
+        scale = float(mem.max()) or 1.0
+        objective = np.concatenate([mem / scale, np.zeros(m)])
+        value = _dual_bound(objective, upper, rows, cols, vals, lower, time_limit) * scale
+        return max(0, int(np.ceil(value - 1e-6 * (1.0 + value))))
+
+    def _closure_rows(
+        self, p: int, candidates: np.ndarray, resident: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+        """The closure LP's columns and rows at ``p`` (None when p has no ancestor that is not resident anyway).
+
+        Columns k (resident at p's step), then x (computed again after it), over those ancestors; returns
+        (nodes, upper bounds, rows, cols, vals, row lower bounds) of the rows ``A z >= lower``: k_v + x_v >= 1
+        for needed v, k_u + x_u - x_v >= 0 for each input u of v.
+        """
+        graph = self.graph
+        n = graph.n
+        nodes = np.flatnonzero(_bits(self.anc[p], n) & ~resident)
+        m = len(nodes)
+        if m == 0:
+            return None
+        local = np.full(n, -1, dtype=np.int64)
+        local[nodes] = np.arange(m)
+        upper = np.ones(2 * m)
+        upper[m:][~graph.recomputable[nodes]] = 0.0
         cover = np.flatnonzero(candidates[nodes])
         u, v = local[self.src], local[self.dst]
         inner = (u >= 0) & (v >= 0)
@@ -359,47 +416,7 @@ class _PivotScan:
         cols = np.concatenate([np.column_stack([cover, m + cover]).ravel(), np.column_stack([u, m + u, m + v]).ravel()])
         vals = np.concatenate([np.ones(2 * c), np.tile([1.0, 1.0, -1.0], e)])
         lower = np.concatenate([np.ones(c), np.zeros(e)])
-        if room > 0:
-            rows = np.concatenate([rows, np.full(m, c + e)])
-            cols = np.concatenate([cols, np.arange(m)])
-            vals = np.concatenate([vals, -mem / room])
-            lower = np.concatenate([lower, [-1.0]])
-        count = len(lower)
-        order = np.lexsort((cols, rows))
-        rows, cols, vals = rows[order], cols[order], vals[order]
-        start = np.searchsorted(rows, np.arange(count)).astype(np.int32)
-        solver = highspy.Highs()
-        solver.setOptionValue("output_flag", False)
-        solver.setOptionValue("time_limit", max(time_limit, 0.01))
-        solver.passModel(
-            2 * m,
-            count,
-            len(cols),
-            int(highspy.MatrixFormat.kRowwise),
-            int(highspy.ObjSense.kMinimize),
-            0.0,
-            objective,
-            np.zeros(2 * m),
-            upper,
-            lower,
-            np.full(count, np.inf),
-            start,
-            cols.astype(np.int32),
-            vals,
-            np.zeros(2 * m, dtype=np.int32),
-        )
-        solver.run()
-        duals = np.asarray(solver.getSolution().row_dual, dtype=float)
-        if duals.shape != (count,) or not np.isfinite(duals).all():
-            return 0.0
-        best = 0.0
-        for sign in (1.0, -1.0):  # whichever sign convention the solver reports: both give valid bounds
-            y = np.maximum(sign * duals, 0.0)
-            reduced = objective - np.bincount(cols, weights=vals * y[rows], minlength=2 * m)
-            terms = np.concatenate([y * lower, np.minimum(reduced, 0.0) * upper])
-            value = float(terms.sum()) - 1e-9 * float(np.abs(terms).sum() + 1.0)  # rounding of the sums
-            best = max(best, value)
-        return best * scale
+        return nodes, upper, rows, cols, vals, lower
 
     def extra_cost(self, p: int, budget: int, sets: tuple[np.ndarray, np.ndarray] | None = None) -> float:
         """Cost beyond computing every node once that the cut at ``p`` proves (0 when it proves nothing)."""
@@ -461,3 +478,60 @@ def _below(budget: int, room: int, name: str) -> BudgetInfeasibleError:
         budget=budget,
         lower_bound=budget - room,
     )
+
+
+def _dual_bound(
+    objective: np.ndarray,
+    upper: np.ndarray,
+    rows: np.ndarray,
+    cols: np.ndarray,
+    vals: np.ndarray,
+    lower: np.ndarray,
+    time_limit: float,
+) -> float:
+    """A lower bound on min objective.z over 0 <= z <= upper, A z >= lower (A in COO form), >= 0.
+
+    HiGHS solves the LP; its row duals y (clipped to y >= 0, either sign convention) give the bound
+    y.lower + sum_j min(0, (objective - A^T y)_j) upper_j, valid for any y >= 0 (Lagrangian duality), so a
+    solve that stopped early or within tolerances still gives a valid bound (less a margin for the sums).
+    """
+    import highspy
+
+    count, width = len(lower), len(objective)
+    if count == 0:
+        return 0.0
+    order = np.lexsort((cols, rows))
+    rows, cols, vals = rows[order], cols[order], vals[order]
+    start = np.searchsorted(rows, np.arange(count)).astype(np.int32)
+    solver = highspy.Highs()
+    solver.setOptionValue("output_flag", False)
+    solver.setOptionValue("time_limit", max(time_limit, 0.01))
+    solver.passModel(
+        width,
+        count,
+        len(cols),
+        int(highspy.MatrixFormat.kRowwise),
+        int(highspy.ObjSense.kMinimize),
+        0.0,
+        objective,
+        np.zeros(width),
+        upper,
+        lower,
+        np.full(count, np.inf),
+        start,
+        cols.astype(np.int32),
+        vals,
+        np.zeros(width, dtype=np.int32),
+    )
+    solver.run()
+    duals = np.asarray(solver.getSolution().row_dual, dtype=float)
+    if duals.shape != (count,) or not np.isfinite(duals).all():
+        return 0.0
+    best = 0.0
+    for sign in (1.0, -1.0):  # whichever sign convention the solver reports: both give valid bounds
+        y = np.maximum(sign * duals, 0.0)
+        reduced = objective - np.bincount(cols, weights=vals * y[rows], minlength=width)
+        terms = np.concatenate([y * lower, np.minimum(reduced, 0.0) * upper])
+        value = float(terms.sum()) - 1e-9 * float(np.abs(terms).sum() + 1.0)  # rounding of the sums
+        best = max(best, value)
+    return best
