@@ -65,3 +65,15 @@ def test_a_huge_solver_thread_count_is_clamped(chain8: Path) -> None:
     done = subprocess.run([*command, "-S", "threads=1000000", "--time-limit", "5"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert f"threads=1000000 clamped to {max_threads()} threads" in " ".join(done.stderr.split())
+
+
+def test_a_bench_run_of_auto_gets_the_sweeps_time_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without it auto ran to its own default limit (47 s in a 30 s sweep on a 185-node CNN)."""
+    from remat_models.bench import child
+    from remat_models.bench.methods import parse_method
+
+    seen: dict[str, object] = {}
+    monkeypatch.setattr(child, "plan", lambda *args, **kwargs: seen.update(kwargs))
+    for method, expected in (("auto", 30.0), ("checkmate/highs", 30.0), ("chen-greedy", None), ("fastsa", None)):
+        child.call_method(parse_method(method), linear_chain(4), 10, seed=0, time_limit=30.0)
+        assert seen["time_limit"] == expected, method

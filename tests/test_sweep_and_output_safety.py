@@ -150,3 +150,16 @@ def test_a_results_file_that_is_not_utf8_is_one_typed_error(chain8: Path, tmp_pa
         assert done.returncode == 1 and "not UTF-8" in done.stderr and "Traceback" not in done.stderr
     done = _remat(["bench", "run", "-g", str(chain8), "-b", "80%", "-m", "chen-greedy", "-o", str(bad)], tmp_path)
     assert done.returncode == 1 and "not UTF-8" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_record_with_a_field_of_the_wrong_type_is_one_error_before_any_file(chain8: Path, tmp_path: Path) -> None:
+    results = tmp_path / "r.jsonl"
+    done = _remat(["bench", "run", "-g", str(chain8), "-b", "80%", "-m", "chen-greedy", "-o", str(results)], tmp_path)
+    assert done.returncode == 0, done.stderr
+    record = json.loads(results.read_text())
+    results.write_text(results.read_text() + json.dumps({**record, "run_id": "x2", "machine": [1, 2]}) + "\n")
+    with pytest.raises(ConfigurationError, match=r"r.jsonl:2: record field 'machine' must be an object"):
+        read_records(results)
+    done = _remat(["bench", "report", str(results), "--no-plots"], tmp_path)
+    assert done.returncode == 1 and "record field 'machine'" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "r_report").exists()  # nothing written

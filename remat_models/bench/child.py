@@ -23,6 +23,7 @@ from remat_models.core.plugins import load_callable
 from remat_models.errors import ConfigurationError, GraphError
 from remat_models.extensions.registry import make_extensions
 from remat_models.io import read_graph, write_json_atomic, write_schedule
+from remat_models.planning.methods import PORTFOLIOS
 from remat_models.planning.plan import PlanResult, Status, plan
 
 log = logging.getLogger(__name__)
@@ -61,7 +62,9 @@ def call_method(method: MethodSpec, graph: Any, budget: int, *, seed: int, time_
             raise ConfigurationError(f"plug-in {method.plugin} returned {type(result).__name__}, not a PlanResult")
         return result
     ref = method.ref
-    solver_limit = time_limit if ref.is_solver else None  # a heuristic gets a method-level limit only (FastSA: 60 s)
+    # a heuristic gets a method-level limit only (FastSA: 60 s); `auto` the run's (without it: its own default,
+    # 47 s for a 30 s sweep on a 185-node CNN, #34)
+    solver_limit = time_limit if ref.is_solver or ref.method in PORTFOLIOS else None
     return plan(
         graph,
         budget,

@@ -42,8 +42,31 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
             log.warning("%s:%d: skipping an incomplete record", source, number)
             continue
         if isinstance(record, dict) and "run_id" in record:
+            _check_record(record, f"{source}:{number}")
             records.append(record)
     return records
+
+
+# fields whose type the reports rely on (a record edited by hand, or written by another tool)
+RECORD_TYPES: dict[str, tuple[type, ...]] = {
+    "machine": (dict,),
+    "versions": (dict,),
+    "trajectory": (list,),
+    "method_spec": (dict,),
+    "status": (str,),
+    "method": (str,),
+    "graph": (str,),
+    "budget_spec": (str,),
+}
+
+
+def _check_record(record: dict[str, Any], where: str) -> None:
+    """Raise ConfigurationError naming the line and field of a record whose field has the wrong type (or null)."""
+    for key, types in RECORD_TYPES.items():
+        value = record.get(key)
+        if value is not None and not isinstance(value, types):
+            expected = " or ".join("an object" if t is dict else "a list" if t is list else "a string" for t in types)
+            raise ConfigurationError(f"{where}: record field {key!r} must be {expected}, got {value!r}")
 
 
 RECORD_START = '{"run_id":'  # how every record line begins (run_isolated puts run_id first): a torn one too
