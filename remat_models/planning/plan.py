@@ -104,7 +104,7 @@ def plan(
     ref = resolve_method(method, formulation, backend, approx)
     if transfer is not None:
         options, extensions = _with_transfer(ref, transfer, options, extensions)
-    peak, search = _bounds_first(graph, budget, transfer or transfer_of(extensions))
+    peak, search = _bounds_first(graph, budget, transfer or _bound_transfer(extensions))
     reserve = _bound_reserve(ref, time_limit, search)
     if reserve:
         time_limit = time_limit - reserve if time_limit is not None else DEFAULT_AUTO_LIMIT - reserve
@@ -251,3 +251,11 @@ def _result(
         outcome=run.outcome,
         interrupted_by=run.interrupted_by,
     )
+
+
+def _bound_transfer(extensions: Sequence[Extension]) -> TransferModel | None:
+    """The extensions' transfer model for the bounds; None where they disagree (their own checks name why, later)."""
+    try:
+        return transfer_of(extensions)
+    except ConfigurationError:
+        return None
