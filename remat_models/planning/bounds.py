@@ -6,10 +6,10 @@ steps) whose simulated peak fits the budget costs at least :func:`cost_lower_bou
 first computation of p, every ancestor of p was computed before and every descendant of p will be computed
 after, so an ancestor that a descendant reads (or a graph output) and that is not resident then must be
 produced again later. The ``closure`` bound adds the recomputations' own inputs: a value produced again
-after p reads inputs that are resident at p's step or produced again too (the LP relaxation of that
-choice, bounded from its dual solution). The solvers' own bounds are not used: Checkmate's and Moccasin's
-models fix a topological order or cap recomputations, so their proven bounds hold for the restricted model
-only.
+after p reads inputs that are resident at p's step or produced again too, by a recomputation or (with a
+serial transfer model) a prefetch (the LP relaxation of that choice, bounded from its dual solution).
+The solvers' own bounds are not used: Checkmate's and Moccasin's models fix a topological order or cap
+recomputations, so their proven bounds hold for the restricted model only.
 """
 
 from __future__ import annotations
@@ -85,9 +85,10 @@ def cost_lower_bound(
     ``time_limit`` seconds), the values an ancestor of p hands to a descendant (or graph outputs) that are
     not resident must be recomputed (or, with a serial ``transfer`` model, fetched back) after it; at most
     the budget's room beside p's step stays resident, so the fractional knapsack over that room bounds
-    what can be saved. ``closure`` (without a transfer model): each recomputation after p also needs its
-    inputs, resident at p's step or recomputed after it too; the LP relaxation of that choice at the
-    pivots whose needed values most exceed the budget (the rest of ``time_limit``). Raises
+    what can be saved. ``closure``: each recomputation after p also needs its inputs, resident at p's step
+    or produced again after it too (recomputed, or with a serial ``transfer`` model fetched back); the LP
+    relaxation of that choice at the pivots whose needed values most exceed the budget (the rest of
+    ``time_limit``). Raises
     BudgetInfeasibleError when the cut proves that nothing fits ``budget``.
     """
     check_budget(graph, budget)  # types, range and the step lower bound
@@ -141,8 +142,8 @@ class CostBoundSearch:
     """The cost bound's search at ``budget``, resumable: the cut at every pivot, then the closure LPs.
 
     ``run(seconds)`` goes on where the last call stopped and returns ``bound``, the best bound so far (the
-    trivial one before any pivot proves more); ``done`` once every pivot was tried. The closure LPs (no
-    transfer model) go to the pivots whose needed values exceed the budget the most first.
+    trivial one before any pivot proves more); ``done`` once every pivot was tried. The closure LPs go to
+    the pivots whose needed values exceed the budget the most first.
     """
 
     def __init__(self, graph: Graph, budget: int, scan: _PivotScan | None) -> None:
@@ -183,7 +184,7 @@ class CostBoundSearch:
                 self.refuted_at = graph.names[p]
                 raise
             self._improve(extra, p, "loss-cut" if graph.kind[p] is NodeKind.LOSS else "cut")
-            if over > 0 and scan.transfer is None:
+            if over > 0:
                 self._overflow.append((-over, -extra, p))
             if time.perf_counter() > deadline:
                 return self.bound
@@ -274,9 +275,10 @@ class _PivotScan:
         self.is_output = np.zeros(n, dtype=bool)
         self.is_output[graph.outputs] = True
         redo = np.where(graph.recomputable, graph.cost, np.inf)  # the price of producing a value again
+        self.fetch: np.ndarray | None = None  # the price of an offload and a prefetch (serial transfers)
         if transfer is not None:
-            fetch = np.array([transfer.out_time(b) + transfer.in_time(b) for b in graph.mem.tolist()])
-            redo = np.minimum(redo, fetch)
+            self.fetch = np.array([transfer.out_time(b) + transfer.in_time(b) for b in graph.mem.tolist()])
+            redo = np.minimum(redo, self.fetch)
         self.redo = redo
         self.forced = ~graph.recomputable if transfer is None else np.zeros(n, dtype=bool)
         if self.ok:
@@ -335,11 +337,13 @@ class _PivotScan:
 
         Any schedule within ``budget``: K, the ancestors of p resident during p's first computation (p's
         inputs and the values that cannot come back among them), fits the room beside that step; X, the
-        ancestors of p computed again after it, each at least once more. A needed value (read by a
-        descendant of p or a graph output) not in K is in X; a value in X reads inputs that are in K or in
-        X (its inputs are ancestors of p; one not resident at p's step is computed again before that read).
-        The LP over k, x in [0, 1] (x = 0 where a node is not recomputable): minimise sum cost x subject to
-        k_v + x_v >= 1 (v needed), k_u + x_u >= x_v (u an input of v), sum mem k <= room. Any nonnegative
+        ancestors of p computed again after it, each at least once more; with a serial transfer model F,
+        those prefetched after it (each one prefetch after p and one offload, at their transfer times). A
+        needed value (read by a descendant of p or a graph output) not in K is in X or F; a value in X
+        reads inputs that are in K, X or F (its inputs are ancestors of p; one not resident at p's step is
+        produced again before that read). The LP over k, x, f in [0, 1] (x = 0 where a node is not
+        recomputable; no f without a transfer model): minimise sum cost x + fetch f subject to k_v + x_v +
+        f_v >= 1 (v needed), k_u + x_u + f_u >= x_v (u an input of v), sum mem k <= room. Any nonnegative
         row multipliers give a bound below the LP's optimum (Lagrangian duality), so the solver's duals
         are evaluated here and its tolerances do not matter.
         """
@@ -348,7 +352,7 @@ class _PivotScan:
         room = budget - int(graph.fixed_mem + graph.mem[p] + graph.workspace[p] + self.mem[resident].sum())
         if room < 0:
             return 0.0
-        lp = self._closure_rows(p, candidates, resident)
+        lp = self._closure_rows(p, candidates, resident, fetched=self.fetch is not None)
         if lp is None:
             return 0.0
         nodes, upper, rows, cols, vals, lower = lp
@@ -361,8 +365,9 @@ class _PivotScan:
             cols = np.concatenate([cols, np.arange(m)])
             vals = np.concatenate([vals, -mem / room])
             lower = np.concatenate([lower, [-1.0]])
-        scale = float(graph.cost[nodes].max()) or 1.0
-        objective = np.concatenate([np.zeros(m), graph.cost[nodes] / scale])
+        prices = [graph.cost[nodes]] if self.fetch is None else [graph.cost[nodes], self.fetch[nodes]]
+        scale = float(max(price.max() for price in prices)) or 1.0
+        objective = np.concatenate([np.zeros(m), *(price / scale for price in prices)])
         return _dual_bound(objective, upper, rows, cols, vals, lower, time_limit) * scale
 
     def closure_peak(self, p: int, time_limit: float) -> int:
@@ -387,13 +392,14 @@ class _PivotScan:
         return max(0, int(np.ceil(value - 1e-6 * (1.0 + value))))
 
     def _closure_rows(
-        self, p: int, candidates: np.ndarray, resident: np.ndarray
+        self, p: int, candidates: np.ndarray, resident: np.ndarray, fetched: bool = False
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
         """The closure LP's columns and rows at ``p`` (None when p has no ancestor that is not resident anyway).
 
-        Columns k (resident at p's step), then x (computed again after it), over those ancestors; returns
-        (nodes, upper bounds, rows, cols, vals, row lower bounds) of the rows ``A z >= lower``: k_v + x_v >= 1
-        for needed v, k_u + x_u - x_v >= 0 for each input u of v.
+        Columns k (resident at p's step), then x (computed again after it), then with ``fetched`` f (fetched
+        back after it), over those ancestors; returns (nodes, upper bounds, rows, cols, vals, row lower bounds)
+        of the rows ``A z >= lower``: k_v + x_v (+ f_v) >= 1 for needed v, k_u + x_u (+ f_u) - x_v >= 0 for
+        each input u of v.
         """
         graph = self.graph
         n = graph.n
@@ -403,8 +409,9 @@ class _PivotScan:
             return None
         local = np.full(n, -1, dtype=np.int64)
         local[nodes] = np.arange(m)
-        upper = np.ones(2 * m)
-        upper[m:][~graph.recomputable[nodes]] = 0.0
+        ways = 3 if fetched else 2  # column blocks: k, x (, f)
+        upper = np.ones(ways * m)
+        upper[m : 2 * m][~graph.recomputable[nodes]] = 0.0
         cover = np.flatnonzero(candidates[nodes])
         u, v = local[self.src], local[self.dst]
         inner = (u >= 0) & (v >= 0)
@@ -412,9 +419,11 @@ class _PivotScan:
         keep = upper[m + v] > 0  # a node that cannot be computed again puts no condition on its inputs
         u, v = u[keep], v[keep]
         c, e = len(cover), len(u)
-        rows = np.concatenate([np.repeat(np.arange(c), 2), np.repeat(np.arange(c, c + e), 3)])
-        cols = np.concatenate([np.column_stack([cover, m + cover]).ravel(), np.column_stack([u, m + u, m + v]).ravel()])
-        vals = np.concatenate([np.ones(2 * c), np.tile([1.0, 1.0, -1.0], e)])
+        blocks = m * np.arange(ways)
+        rows = np.concatenate([np.repeat(np.arange(c), ways), np.repeat(np.arange(c, c + e), ways + 1)])
+        covering = (cover[:, None] + blocks).ravel()
+        cols = np.concatenate([covering, np.column_stack([u[:, None] + blocks, m + v]).ravel()])
+        vals = np.concatenate([np.ones(ways * c), np.tile([*([1.0] * ways), -1.0], e)])
         lower = np.concatenate([np.ones(c), np.zeros(e)])
         return nodes, upper, rows, cols, vals, lower
 
