@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from remat_models.io import linear_chain, write_graph
+
 SHARED_DIR = Path(os.environ.get("REMAT_SHARED", Path(__file__).resolve().parents[1].parent / "shared"))
 
 
@@ -26,3 +28,11 @@ def shared_reference_dir() -> Path:
     if not reference.is_dir():
         pytest.skip(f"published reference folder {reference} is absent (set REMAT_SHARED to the shared folder)")
     return reference
+
+
+@pytest.fixture
+def chain8(tmp_path: Path) -> Path:
+    """``remat graph generate chain --size 8`` written to a graph file in the test's folder."""
+    path = tmp_path / "chain8.json"
+    write_graph(linear_chain(8), path)
+    return path

@@ -13,16 +13,8 @@ import pytest
 
 from remat_models.cli.options import parse_pairs, transfer_model
 from remat_models.errors import BudgetError, ConfigurationError
-from remat_models.io import linear_chain, write_graph
 
 REMAT = [sys.executable, "-P", "-m", "remat_models.cli.app"]
-
-
-@pytest.fixture
-def chain8(tmp_path: Path) -> Path:
-    path = tmp_path / "chain8.json"
-    write_graph(linear_chain(8), path)
-    return path
 
 
 def _remat(*args: str) -> subprocess.CompletedProcess[str]:

@@ -14,16 +14,9 @@ from remat_models.backends.base import max_threads
 from remat_models.bench.methods import method_from_mapping
 from remat_models.bench.sweep import sweep_from_mapping, sweep_from_options
 from remat_models.errors import ConfigurationError
-from remat_models.io import linear_chain, write_graph
+from remat_models.io import linear_chain
 
 REMAT = [sys.executable, "-P", "-m", "remat_models.cli.app"]
-
-
-@pytest.fixture
-def chain8(tmp_path: Path) -> Path:
-    path = tmp_path / "chain8.json"
-    write_graph(linear_chain(8), path)
-    return path
 
 
 @pytest.mark.parametrize(("limit", "recorded"), [("3e6", 3e6), ("1e12", 1e9)])
