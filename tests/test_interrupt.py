@@ -5,11 +5,11 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
+from signal_runs import SignalledRun, default_sigint
 
 from remat_models.backends import available
 from remat_models.core.budget import parse_budget
@@ -20,41 +20,16 @@ EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "graphs" / "unet_tr
 READY = "Ctrl-C stops it"  # logged (with -v) once the solver runs in its worker thread
 
 
-def _default_sigint() -> None:
-    """In the child: SIGINT back to its default (a runner started with ``&`` hands SIG_IGN down to us)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 @pytest.mark.parametrize(("formulation", "backend"), [("checkmate", "highs")])
 def test_sigint_keeps_the_incumbent_and_says_interrupted(tmp_path: Path, formulation: str, backend: str) -> None:
     out = tmp_path / "plan.json"
     args = ["-v", "solve", str(EXAMPLE), "-b", "60%", "-f", formulation, "--backend", backend]
     args += ["--init", "chen-greedy", "--time-limit", "600", "-o", str(out)]
-    solve = subprocess.Popen(
-        [sys.executable, "-m", "remat_models.cli.app", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=_default_sigint,
-    )
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(solve.stderr), daemon=True)  # type: ignore[arg-type]
-    reader.start()
-    try:
-        deadline = time.monotonic() + 180
-        while not any(READY in line for line in lines) and time.monotonic() < deadline and solve.poll() is None:
-            time.sleep(0.2)
-        assert any(READY in line for line in lines), "".join(lines)
-        time.sleep(1.0)  # let the solver start searching from the warm start
-        solve.send_signal(signal.SIGINT)
-        stdout, _ = solve.communicate(timeout=120)
-    finally:
-        if solve.poll() is None:
-            solve.kill()
-            solve.wait()
-    reader.join(5)
-    stderr = "".join(lines)
-    assert solve.returncode == 130, stderr
+    solve = SignalledRun([sys.executable, "-m", "remat_models.cli.app", *args])
+    solve.wait_for(READY, 180)
+    time.sleep(1.0)  # let the solver start searching from the warm start
+    code, stdout, stderr = solve.finish(signal.SIGINT)
+    assert code == 130, stderr
     assert "interrupted" in stderr and "Traceback" not in stderr
     assert "interrupted" in stdout  # the solver table shows the status
     graph = read_graph(EXAMPLE)
@@ -88,7 +63,7 @@ def test_every_backend_returns_its_incumbent_on_sigint() -> None:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=_default_sigint,
+        preexec_fn=default_sigint,
     )
     results: dict[str, tuple[str, str, float]] = {}
     try:
@@ -126,7 +101,7 @@ def test_sigint_in_moccasin_phase_one_skips_phase_two(tmp_path: Path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=_default_sigint,
+        preexec_fn=default_sigint,
     )
     try:
         assert solve.stderr is not None

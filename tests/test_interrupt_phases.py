@@ -15,18 +15,14 @@ import time
 from pathlib import Path
 
 import pytest
+from signal_runs import EXIT, SignalledRun
 
 from remat_models.backends import SolveLimits, get_backend
 from remat_models.backends.interrupt import Stopper, interrupted, run_interruptible, stop_event, stop_on_signals
 from remat_models.model import SolveStatus
 
 REMAT = [sys.executable, "-P", "-m", "remat_models.cli.app"]
-EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
 MAIN = threading.current_thread() is threading.main_thread()
-
-
-def _default_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)  # a runner started with `&` hands SIG_IGN down
 
 
 @pytest.fixture(scope="module")
@@ -89,33 +85,12 @@ def test_a_solver_that_ignores_its_stop_is_left_unread() -> None:
     assert stopper.signal is signal.SIGTERM
 
 
-def _run_until(command: list[str], marker: str, signum: signal.Signals, timeout: float = 120.0) -> tuple[int, str]:
-    process = subprocess.Popen(
-        command,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "COLUMNS": "250"},
-        preexec_fn=_default_sigint,
-    )
-    lines: list[str] = []
-    assert process.stderr is not None
-    stderr = process.stderr
-    reader = threading.Thread(target=lambda: lines.extend(stderr), daemon=True)
-    reader.start()
-    try:
-        until = time.monotonic() + timeout
-        while not any(marker in line for line in lines) and time.monotonic() < until and process.poll() is None:
-            time.sleep(0.05)
-        assert any(marker in line for line in lines), "".join(lines)
-        process.send_signal(signum)
-        stdout, _ = process.communicate(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-    reader.join(5)
-    return process.returncode, stdout + "".join(lines)
+def _run_until(command: list[str], marker: str, signum: signal.Signals) -> tuple[int, str]:
+    """Run ``command`` until it logs ``marker``, then send ``signum``: its exit status, stdout and stderr."""
+    run = SignalledRun(command)
+    run.wait_for(marker)
+    code, stdout, stderr = run.finish(signum, timeout=60)
+    return code, stdout + stderr
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])

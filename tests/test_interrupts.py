@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from signal_runs import EXIT, SignalledRun, default_sigint
 
 from remat_models.backends.interrupt import Stopper, run_stoppable, stop_on_signals
 from remat_models.cli.app import _number
@@ -31,7 +32,6 @@ SOLVING = "Ctrl-C stops it"  # logged (with -v) once a solver runs
 FASTSA_REPORTED = "auto: fastsa"  # logged (with -v) by auto when FastSA reports a schedule
 ANNEALING = "annealing for at most"  # logged (with -v) when a FastSA run starts
 WORKER = b"remat_models.planning.portfolio_worker"
-EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
 
 
 @pytest.fixture(scope="module")
@@ -60,48 +60,12 @@ main()
 REMAT = ["-m", "remat_models.cli.app"]
 
 
-class Solve:
+class Solve(SignalledRun):
     """A `remat -v solve` subprocess whose stderr is collected in the background."""
 
     def __init__(self, graph: Path, out: Path, args: list[str], budget: str = "70%", remat: list[str] = REMAT) -> None:
         command = [sys.executable, *remat, "-v", "solve", str(graph), "-b", budget, *args]
-        self.process = subprocess.Popen(
-            [*command, "-o", str(out)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env={**os.environ, "COLUMNS": "200"},  # log lines unwrapped
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # `&` hands SIG_IGN down
-        )
-        self.lines: list[str] = []
-        assert self.process.stderr is not None
-        stderr = self.process.stderr
-        self.reader = threading.Thread(target=lambda: self.lines.extend(stderr), daemon=True)
-        self.reader.start()
-
-    @property
-    def stderr(self) -> str:
-        return "".join(self.lines)
-
-    def wait_for(self, text: str, seconds: float = 120.0) -> None:
-        """Wait until ``text`` is logged (the test fails if the command ends or the time runs out first)."""
-        deadline = time.monotonic() + seconds
-        while text not in self.stderr and time.monotonic() < deadline and self.process.poll() is None:
-            time.sleep(0.1)
-        assert text in self.stderr, self.stderr
-
-    def finish(self, signum: int) -> tuple[int, str, str]:
-        """Send ``signum`` and return the exit status, stdout and stderr."""
-        try:
-            self.process.send_signal(signum)
-            self.process.wait(timeout=120)  # stdout (a table) fits the pipe; stderr is read by the reader
-        finally:
-            if self.process.poll() is None:
-                self.process.kill()
-                self.process.wait()
-        self.reader.join(5)
-        assert self.process.stdout is not None
-        return self.process.returncode, self.process.stdout.read(), self.stderr
+        super().__init__([*command, "-o", str(out)], columns=200)  # log lines unwrapped
 
 
 def _check_written(graph_path: Path, out: Path) -> None:
@@ -319,7 +283,7 @@ def _signal_sweep(options: list[str], signum: int, settle: float, cpu: float = 0
         [sys.executable, *REMAT, "bench", "run", *options],
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        preexec_fn=default_sigint,
     )
     try:
         deadline = time.monotonic() + 60
