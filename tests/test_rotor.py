@@ -44,15 +44,18 @@ def test_no_chain_without_a_backward_pass() -> None:
     assert rotor(graph, 10**12).compute_sequence() == graph.order.tolist()  # the input order, as a schedule
 
 
-def _naive(options: _Options, unit: int, s: int, t: int, m: int) -> float:
-    """The recurrence written out: store an option of block s and recurse, or checkpoint the block s' enters."""
+def _naive(options: _Options, unit: int, s: int, t: int, m: int, transient: bool) -> float:
+    """The recurrence written out: store an option of block s and recurse, or checkpoint the block s' enters.
+
+    With ``transient`` an option also needs, during its block's backward, the bytes it recomputes there.
+    """
 
     @functools.cache
     def cost(s: int, t: int, m: int) -> float:
         best = INFEASIBLE
-        for stored, extra in zip(options.stored[s], options.extra[s], strict=True):
+        for stored, extra, again in zip(options.stored[s], options.extra[s], options.again[s], strict=True):
             need = -(-stored // unit)
-            if need <= m:
+            if need + (-(-again // unit) if transient else 0) <= m:
                 rest = 0.0 if s == t else cost(s + 1, t, m - need)
                 best = min(best, options.forward_cost[s] + options.backward_cost[s] + extra + rest)
         for split in range(s + 1, t + 1):
@@ -65,8 +68,9 @@ def _naive(options: _Options, unit: int, s: int, t: int, m: int) -> float:
     return cost(s, t, m)
 
 
+@pytest.mark.parametrize("transient", [False, True])
 @pytest.mark.parametrize("seed", range(4))
-def test_the_table_equals_its_recursive_definition(seed: int) -> None:
+def test_the_table_equals_its_recursive_definition(seed: int, transient: bool) -> None:
     rng = np.random.default_rng(seed)
     blocks = 6
     stored = [sorted(rng.integers(1, 40, size=int(rng.integers(1, 4))).tolist()) for _ in range(blocks)]
@@ -76,14 +80,15 @@ def test_the_table_equals_its_recursive_definition(seed: int) -> None:
         rng.integers(1, 10, blocks),
         stored,
         [rng.uniform(0, 3, len(s)).tolist() for s in stored],
+        [rng.integers(0, 20, len(s)).tolist() for s in stored],
         [[np.empty(0, dtype=np.int64)] * len(s) for s in stored],
     )
     unit = 3
-    table = _Table(options, unit, 61)
+    table = _Table(options, unit, 61, transient)
     for m in range(0, 60, 7):
         for s in range(blocks):
             for t in range(s, blocks):
-                expected = _naive(options, unit, s, t, m)
+                expected = _naive(options, unit, s, t, m, transient)
                 assert table.cost[s, t, m] == pytest.approx(expected) or table.cost[s, t, m] == expected == INFEASIBLE
 
 
@@ -95,9 +100,12 @@ def test_at_the_input_order_peak_nothing_is_recomputed() -> None:
     assert result.total_cost == pytest.approx(graph.total_cost)
 
 
-@pytest.mark.parametrize(("name", "budget", "cheaper"), [("vit", "50%", True), ("gpt2", "50%", False)])
+@pytest.mark.parametrize(
+    ("name", "budget", "cheaper"), [("vit", "50%", True), ("vit", "25%", True), ("gpt2", "50%", False)]
+)
 def test_zoo_plans_fit_and_are_no_costlier_than_the_save_set_search(name: str, budget: str, cheaper: bool) -> None:
-    """ViT at 50 %: 2.94 % TDI where the save-set search has 3.53; GPT-2 50 %: 1.919 against 1.920."""
+    """ViT at 50 %: 2.93 % TDI where the save-set search has 3.53; at 25 %: 16.57 against 17.00 (the table with
+    each option's recomputed bytes held in its backward); GPT-2 50 %: 1.919 against 1.920."""
     graph = read_graph(ZOO / f"zoo_{name}.json")
     limit = parse_budget(budget, graph)
     result = simulate(graph, rotor(graph, limit))

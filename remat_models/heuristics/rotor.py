@@ -26,6 +26,7 @@ import numpy as np
 from remat_models.core.graph import Graph
 from remat_models.core.schedule import Schedule
 from remat_models.heuristics import _sequence_kernels as kernels
+from remat_models.heuristics.block_options import block_problem, exact_kept_sets
 from remat_models.heuristics.recompute import Score, best_sequence, forward_mask, sequence_schedule, sequence_score
 from remat_models.heuristics.saveset import saveset_search
 
@@ -138,6 +139,7 @@ class _Options:
     entering_bytes: np.ndarray
     stored: list[list[int]]  # [block][option] bytes stored by the option
     extra: list[list[float]]  # [block][option] recomputation cost in the backward
+    again: list[list[int]]  # [block][option] bytes recomputed in the backward (held there on top of the stored)
     dropped: list[list[np.ndarray]]  # [block][option] nodes dropped after the block's forward (all but what it stores)
 
 
@@ -154,28 +156,37 @@ def _options(graph: Graph, chain: BlockChain, save_sets: list[np.ndarray]) -> _O
     block_of = np.full(graph.n, -1, dtype=np.int64)
     for b, nodes in enumerate(chain.forward):
         block_of[nodes] = b
-    stored, extra, dropped = [], [], []
+    stored, extra, again, dropped = [], [], [], []
+    solved: dict[tuple, list[np.ndarray]] = {}  # identical blocks' exact kept sets, in local positions
     for b, nodes in enumerate(chain.forward):
         keep = nodes[read_later[nodes] & ~chain.pinned[nodes]]
         leaving = chain.entering[b + 1] if b + 1 < chain.length else -1
+        problem = block_problem(graph, nodes, chain.pinned, read_later, leaving)
+        key = problem.key(graph)
+        if key not in solved:
+            local = np.full(graph.n, -1, dtype=np.int64)
+            local[problem.nodes] = np.arange(problem.nodes.size)
+            solved[key] = [local[kept] for kept in exact_kept_sets(graph, problem)]
         droppable = keep[(keep != leaving) & (graph.mem[keep] > 0)]
         droppable = droppable[np.argsort(graph.cost[droppable] / graph.mem[droppable], kind="stable")]
         bytes_dropped = np.cumsum(graph.mem[droppable])
         shares = np.searchsorted(bytes_dropped, np.array(DROP_SHARES) * (bytes_dropped[-1] if droppable.size else 0))
         kept_sets = [keep[~np.isin(keep, droppable[:count])] for count in shares.tolist()]
         kept_sets += [keep[keep == leaving]] + [nodes[np.isin(nodes, saved)] for saved in save_sets]
-        options: dict[tuple[int, ...], tuple[int, float, np.ndarray]] = {}
+        kept_sets += [problem.nodes[positions] for positions in solved[key]]
+        options: dict[tuple[int, ...], tuple[int, float, int, np.ndarray]] = {}
         for kept in kept_sets:
             kept = np.union1d(kept, keep[keep == leaving])
             key = tuple(kept.tolist())
             if key not in options:
                 drop = nodes[~np.isin(nodes, kept) & ~chain.pinned[nodes]]
-                cost, sources = _recomputation(graph, keep, kept, block_of, b)
+                cost, sources, recomputed = _recomputation(graph, keep, kept, block_of, b)
                 held = np.union1d(kept[read_later[kept]], sources)
-                options[key] = (int(graph.mem[held].sum()), cost, drop)
+                options[key] = (int(graph.mem[held].sum()), cost, recomputed, drop)
         stored.append([o[0] for o in options.values()])
         extra.append([o[1] for o in options.values()])
-        dropped.append([o[2] for o in options.values()])
+        again.append([o[2] for o in options.values()])
+        dropped.append([o[3] for o in options.values()])
     recomputable = graph.recomputable
     return _Options(
         np.array([graph.cost[nodes[recomputable[nodes]]].sum() for nodes in chain.forward]),
@@ -183,14 +194,15 @@ def _options(graph: Graph, chain: BlockChain, save_sets: list[np.ndarray]) -> _O
         np.array([graph.mem[v] if v >= 0 else 0 for v in chain.entering], dtype=np.int64),
         stored,
         extra,
+        again,
         dropped,
     )
 
 
 def _recomputation(
     graph: Graph, needed: np.ndarray, kept: np.ndarray, block_of: np.ndarray, block: int
-) -> tuple[float, np.ndarray]:
-    """(cost, kept values it reads) of recomputing, once, ``needed`` values not ``kept`` and their unkept ancestors."""
+) -> tuple[float, np.ndarray, int]:
+    """(cost, kept values it reads, bytes) of recomputing, once, ``needed`` values not ``kept`` and unkept ancestors."""
     available = np.zeros(graph.n, dtype=bool)
     available[kept] = True
     stack = [int(v) for v in needed if not available[v]]
@@ -203,14 +215,15 @@ def _recomputation(
             elif u not in seen and block_of[u] == block and graph.recomputable[u]:
                 seen.add(u)
                 stack.append(u)
-    cost = float(graph.cost[list(seen)].sum()) if seen else 0.0
-    return cost, np.array(sorted(sources), dtype=np.int64)
+    recomputed = list(seen)
+    cost = float(graph.cost[recomputed].sum()) if seen else 0.0
+    return cost, np.array(sorted(sources), dtype=np.int64), int(graph.mem[recomputed].sum()) if seen else 0
 
 
 class _Table:
     """The programme's table: cost[s, t, m] and its choice (option -1-o, or the checkpointed block s')."""
 
-    def __init__(self, options: _Options, unit: int, size: int) -> None:
+    def __init__(self, options: _Options, unit: int, size: int, transient: bool) -> None:
         length = options.forward_cost.size
         self.cost = np.full((length, length, size), INFEASIBLE)
         self.choice = np.zeros((length, length, size), dtype=np.int32)
@@ -222,14 +235,15 @@ class _Table:
                 best, choice = self.cost[s, t], self.choice[s, t]
                 for o, (stored, extra) in enumerate(zip(options.stored[s], options.extra[s], strict=True)):
                     need = -(-stored // unit)
-                    if need >= size:
+                    low = need + (-(-options.again[s][o] // unit) if transient else 0)  # + what its backward recomputes
+                    if low >= size:
                         continue
                     here = options.forward_cost[s] + options.backward_cost[s] + extra
                     candidate = np.full(size, INFEASIBLE)
                     if s == t:
-                        candidate[need:] = here
+                        candidate[low:] = here
                     else:
-                        candidate[need:] = here + self.cost[s + 1, t, : size - need]
+                        candidate[low:] = here + self.cost[s + 1, t, low - need : size - need]
                     better = candidate < best
                     best[better], choice[better] = candidate[better], -1 - o
                 for split in range(s + 1, t + 1):
@@ -292,15 +306,19 @@ def rotor_search(graph: Graph, budget: int) -> np.ndarray | None:
     if chain is None:
         return None
     options = _options(graph, chain, _save_sets(graph, budget))
-    found = _limits(graph, budget, chain, options, max(1, -(-budget // BUCKETS)))
+    unit = max(1, -(-budget // BUCKETS))
+    found = [plan for transient in (False, True) for plan in _limits(graph, budget, chain, options, unit, transient)]
     log.info("rotor on %s: %d blocks, %d plans simulated", graph.name, chain.length, len(found))
     return best_sequence(graph, found, budget) if found else None
 
 
-def _limits(graph: Graph, budget: int, chain: BlockChain, options: _Options, unit: int) -> list[np.ndarray]:
+def _limits(
+    graph: Graph, budget: int, chain: BlockChain, options: _Options, unit: int, transient: bool
+) -> list[np.ndarray]:
     """The plans of the table in ``unit`` bytes at the storage limits its bisection on the simulated peak scores."""
     total = int(options.entering_bytes.sum()) + sum(max(s) for s in options.stored)
-    table = _Table(options, unit, min(MAX_UNITS, -(-total // unit) + chain.length) + 1)  # + rounding, one per block
+    size = min(MAX_UNITS, -(-total // unit) + chain.length) + 1  # + rounding, one per block
+    table = _Table(options, unit, size, transient)
     feasible = np.flatnonzero(np.isfinite(table.cost[0, chain.length - 1]))
     if not feasible.size:
         return []

@@ -62,6 +62,7 @@ class AutoOptions:
 
     checkmate_nodes: int = 150  # Checkmate's MILP (O(n^2) variables) joins the portfolio up to this many nodes
     checkmate_share: float = 0.6  # of the exact worker's time, before Moccasin
+    hilp_share: float = 0.75  # of the exact worker's time on graphs above hilp_nodes, before Moccasin's windows
     hilp_nodes: int = 500  # above this many nodes the exact worker runs the hierarchical H-ILP, not Moccasin
     wait_share: float = 0.25  # of the time limit the exact worker waits for FastSA's schedule as its warm start
     restart_patience: int = 8  # FastSA runs in a row without an improvement before its worker stops
@@ -73,7 +74,7 @@ class AutoOptions:
         check_count(self.checkmate_nodes, "auto option checkmate_nodes", minimum=0)
         check_count(self.hilp_nodes, "auto option hilp_nodes", minimum=0)
         check_count(self.restart_patience, "auto option restart_patience", minimum=1)
-        for name in ("checkmate_share", "wait_share", "offload_share"):
+        for name in ("checkmate_share", "hilp_share", "wait_share", "offload_share"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
                 raise ConfigurationError(f"auto option {name} is a share in (0, 1], got {value!r}")
@@ -159,7 +160,8 @@ def auto(
     opts = options_of(AutoOptions, options, "auto")
     total = DEFAULT_TIME_LIMIT if time_limit is None else time_limit
     deadline = time.monotonic() + total
-    exact = {"formulations": _exact_members(graph.n, opts), "first_share": opts.checkmate_share}
+    members = _exact_members(graph.n, opts)
+    exact = {"formulations": members, "first_share": opts.hilp_share if members[0] == "hilp" else opts.checkmate_share}
     wait = opts.wait_share * total if graph.n < INIT_FASTSA_NODES else 0.0  # larger: the exact worker runs auto_init
     jobs: dict[str, dict[str, Any]] = {
         "fastsa": {"role": "fastsa", "patience": opts.restart_patience},
