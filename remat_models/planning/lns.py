@@ -119,6 +119,9 @@ def improve_by_windows(
             search.failed += 1
             log.debug("window %s: %s", ranges, error)
             continue
+        if outcome.details.get("build_skipped"):  # too little time left for any window's build and solve
+            search.windows -= 1
+            break
         seconds = time.perf_counter() - solved_at
         log.debug("window %s: %d nodes, %s in %.1f s", ranges, window.graph.n, outcome.status.value, seconds)
         if outcome.status.is_optimal and seconds < limit / 4:  # optimal for the window's model
