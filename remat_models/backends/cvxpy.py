@@ -11,16 +11,19 @@ solver hands back at its limit count only if they satisfy the model (HiGHS retur
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import math
 import warnings
 from collections.abc import Mapping
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
 import numpy as np
 
 from remat_models.backends.base import LoweringBackend, SolveLimits, Trajectory, mentions
+from remat_models.backends.deadline import limit_killed_at
 from remat_models.backends.gurobi import MAX_SEED as GUROBI_MAX_SEED
 from remat_models.core.limits import INT32_MAX, fit_seed, fit_time_limit
 from remat_models.errors import BackendUnavailableError, ConfigurationError, SolverError
@@ -28,6 +31,8 @@ from remat_models.model import Model, SolveResult, SolveStatus
 from remat_models.model import constructs as C
 
 log = logging.getLogger(__name__)
+
+NO_LIMITS = SolveLimits()  # solve()'s default: no time limit
 
 # CVXPY's MILP-capable solvers, in the order the default is picked from the installed ones.
 MILP_SOLVERS = ("HIGHS", "SCIP", "GUROBI", "CBC", "GLPK_MI", "SCIPY", "CPLEX", "MOSEK", "XPRESS", "COPT")
@@ -46,6 +51,14 @@ def installed_milp_solvers() -> list[str]:
     return [name for name in MILP_SOLVERS if name in INSTALLED_MI_SOLVERS]
 
 
+def _highs_found() -> bool:
+    """Whether highspy, CVXPY's first MILP solver, is installed (without importing CVXPY).
+
+    CVXPY's import takes 1-2 s; a timed solve then spends it in its child, within the time limit, not before it.
+    """
+    return importlib.util.find_spec("highspy") is not None
+
+
 class CvxpyBackend(LoweringBackend):
     """A CVXPY problem solved by the solver named in the option (default: the first installed MILP solver)."""
 
@@ -59,6 +72,9 @@ class CvxpyBackend(LoweringBackend):
 
     def __init__(self, option: str | None = None) -> None:
         super().__init__(option)
+        if (option or "highs").upper() == MILP_SOLVERS[0] and _highs_found():
+            self.solver = MILP_SOLVERS[0]
+            return
         installed = installed_milp_solvers()
         self.solver = installed[0] if option is None and installed else (option or "").upper()
         if self.solver not in installed:
@@ -70,7 +86,19 @@ class CvxpyBackend(LoweringBackend):
     @classmethod
     def available(cls) -> bool:
         """CVXPY and at least one of its MILP solvers are installed."""
-        return super().available() and bool(installed_milp_solvers())
+        return super().available() and (_highs_found() or bool(installed_milp_solvers()))
+
+    def solve(
+        self, model: Model, limits: SolveLimits = NO_LIMITS, hints: dict[str, Any] | None = None
+    ) -> SolveResult:
+        """Solve ``model``; a timed solve's child is killed at the time limit itself, not 1 s + 5 % after it.
+
+        The child builds the solver's model outside any limit, so the solver gets what is left of a limit cut to
+        that kill (``deadline.limit_killed_at``); a killed child answers with the last incumbent it published.
+        """
+        if limits.time_limit is not None:
+            limits = replace(limits, time_limit=limit_killed_at(limits.time_limit))
+        return super().solve(model, limits, hints)
 
     def _solve_lowered(self, model: Model, limits: SolveLimits, hint: np.ndarray | None) -> SolveResult:
         import cvxpy as cp

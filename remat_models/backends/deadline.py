@@ -6,7 +6,8 @@ on models of 1 M+ variables and overshoots it by 4-13 s (docs/performance.md). A
 large, with a time limit, therefore runs in a forked child (the model is shared copy-on-write, nothing is
 pickled on the way in); the parent waits until the limit plus a grace and then kills it. Pyomo and CVXPY
 run every timed solve there (``isolate_timed``): they build the solver's model in Python, outside any solver
-limit (Checkmate of a 199-node transformer through Pyomo: 15 s under a 5 s limit). The child sends
+limit (Checkmate of a 199-node transformer through Pyomo: 15 s under a 5 s limit), so their child is killed at
+the limit itself (:func:`limit_killed_at`). The child sends
 each improving solution its solver reports (:func:`publish_incumbent`, from the backends' incumbent
 callbacks), so a killed solve answers ``FEASIBLE`` with the last one, or ``NO_SOLUTION`` without any.
 Ctrl-C or SIGTERM reaches the child as SIGINT, which stops its solver and returns its incumbent.
@@ -68,6 +69,15 @@ def isolation_available() -> bool:
 def hard_deadline(time_limit: float) -> float:
     """Seconds after which a child solving within ``time_limit`` is killed."""
     return time_limit + GRACE_SECONDS + GRACE_SHARE * time_limit
+
+
+def limit_killed_at(seconds: float) -> float:
+    """The time limit whose child :func:`hard_deadline` kills after ``seconds`` (at least 0.1 s).
+
+    For backends that build the solver's model in the child (``isolate_timed``): the build ignores any limit,
+    so the grace of 1 s + 5 % only adds to the overrun; with this limit the child is killed at ``seconds``.
+    """
+    return max(0.1, (seconds - GRACE_SECONDS) / (1.0 + GRACE_SHARE))
 
 
 def run_with_deadline(name: str, solve: Callable[[], SolveResult], seconds: float, stopper: Stopper) -> SolveResult:
