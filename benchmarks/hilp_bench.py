@@ -8,7 +8,8 @@ Usage:
                                   [--out results.jsonl]
 
 A graph is ``transformer:L`` (the generator's decoder with L layers, seed 0), ``zoo:NAME`` (the traced
-``benchmarks/zoo/zoo_NAME.json``), ``example:NAME`` (``examples/graphs/NAME.json``) or a benchmark graph
+``benchmarks/zoo/zoo_NAME.json``), ``example:NAME`` (``examples/graphs/NAME.json``), ``cnn:NAME``
+(``benchmarks/cnn/NAME.json``, from ``benchmarks/cnn_graphs.py``) or a benchmark graph
 name (read from ``../shared/graphs``). ``--budget`` takes one or more fractions (comma-separated)
 of the graph's input-order peak. Every run goes through ``planner.plan`` with the same time limit;
 its schedule is re-simulated. Flat exact formulations are skipped (and said so) on graphs larger than
@@ -50,6 +51,8 @@ def build_graph(spec: str):
         return read_graph(ROOT / "benchmarks" / "zoo" / f"zoo_{size}.json")
     if family == "example":
         return read_graph(ROOT / "examples" / "graphs" / f"{size}.json")
+    if family == "cnn":  # benchmarks/cnn_graphs.py
+        return read_graph(ROOT / "benchmarks" / "cnn" / f"{size}.json")
     return read_graph(SHARED / f"{spec}.json")
 
 
