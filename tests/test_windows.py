@@ -154,3 +154,19 @@ def test_sigterm_stops_a_window_search_with_its_best_schedule(tmp_path) -> None:
     assert process.returncode == 143, stderr
     assert time.monotonic() - sent < 15
     assert simulate(graph, read_schedule(out, graph)).peak <= int(0.5 * input_order_peak(graph)) + 1
+
+
+def test_values_only_read_after_the_window_join_their_chunk() -> None:
+    """A long middle whose values are read after the window only: a few chunks, not one per value; memory not below."""
+    graph = transformer(6)
+    schedule = run_heuristic("checkpoint-all", graph, 10**15)[0]
+    sequence = schedule.compute_sequence()
+    lifetimes = Lifetimes.of(graph, sequence)
+    forward = len(sequence) // 2
+    window = window_of(graph, lifetimes, [(0, 4), (forward - 4, forward)])
+    middle = forward - 8
+    assert window.graph.n < middle // 4
+    at = [k for k, s in enumerate(schedule.steps) if isinstance(s, Compute)]
+    whole = int(max(simulate(graph, schedule).timeline[at[: window.ranges[-1][1]]]))
+    assert simulate(window.graph, window.init).peak >= whole
+    assert window.splice(lifetimes.sequence, window.init) == sequence

@@ -118,6 +118,7 @@ class _Parts:
     chunks: list[list[int]] = field(default_factory=list)  # each chunk's positions, in order
     chunk_middle: list[int] = field(default_factory=list)  # the middle of each chunk
     lasting: dict[int, int] = field(default_factory=dict)  # chunk index -> the position whose value outlives its middle
+    passive: dict[int, list[int]] = field(default_factory=dict)  # chunk index -> its values only read after the window
     key_at: dict[int, Key] = field(default_factory=dict)  # position in the ranges -> the node it computes
     mixed: bool = False  # a node computed twice read different sources (it has versions)
     extend: set[int] = field(default_factory=set)  # where the values such reads came from were made
@@ -166,6 +167,24 @@ def _middles(ranges: list[tuple[int, int]]) -> dict[int, int]:
     return {p: m for m, ((_, b), (a, _)) in enumerate(itertools.pairwise(ranges)) for p in range(b, a)}
 
 
+def _read_across(
+    graph: Graph, sequence: tuple[int, ...], ranges: list[tuple[int, int]], middle_of: dict[int, int]
+) -> set[int]:
+    """The middle positions whose values a step of the window outside their middle reads (a range or another middle)."""
+    pred_ptr, pred_idx = graph.pred_ptr.tolist(), graph.pred_idx.tolist()
+    latest: dict[int, int] = {}
+    linked: set[int] = set()
+    for position in range(ranges[0][0], ranges[-1][1]):
+        v = sequence[position]
+        here = middle_of.get(position)
+        for u in pred_idx[pred_ptr[v] : pred_ptr[v + 1]]:
+            made = latest.get(u)
+            if made is not None and made in middle_of and middle_of[made] != here:
+                linked.add(made)
+        latest[v] = position
+    return linked
+
+
 def _walk(graph: Graph, lifetimes: Lifetimes, resident: dict[int, int], ranges: list[tuple[int, int]]) -> _Parts:
     """Walk the window's positions: who reads what (each chunk of a middle reads as one node)."""
     sequence = lifetimes.sequence
@@ -178,6 +197,7 @@ def _walk(graph: Graph, lifetimes: Lifetimes, resident: dict[int, int], ranges: 
     versions: dict[int, list[Key]] = {}  # global node -> its window nodes, one per distinct set of reads
     outside: dict[Key, list[int]] = {}  # window node -> where the values its first computation read were made
     chunk_of: dict[int, Key] = {}  # middle position whose value outlives its middle -> the chunk it is the output of
+    linked = _read_across(graph, sequence, ranges, middle_of)
     chunk: list[int] = []
     for position in range(ranges[0][0], ranges[-1][1]):
         v = sequence[position]
@@ -205,6 +225,14 @@ def _walk(graph: Graph, lifetimes: Lifetimes, resident: dict[int, int], ranges: 
         source[v] = position
         if here is not None:
             lasting = lifetimes.alive_after(position, ranges[here + 1][0])
+            if lasting and position not in linked:  # read after the window only: part of its chunk's output
+                _add_middle_step(parts, chunk, position, here, reads)
+                parts.passive.setdefault(len(parts.chunks), []).append(position)
+                lasting = False
+                if closes or position in ends:
+                    _close(parts, chunk, here)
+                    chunk = []
+                continue
             if lasting and chunk:  # a chunk of its own: its bytes count from its step, not from the chunk's first
                 _close(parts, chunk, here)
                 chunk = []
@@ -259,11 +287,18 @@ def _close(parts: _Parts, chunk: list[int], middle: int) -> None:
     parts.chunk_middle.append(middle)
 
 
-def _middle_sizes(graph: Graph, lifetimes: Lifetimes, parts: _Parts) -> list[int]:
-    """Each chunk's workspace: the peak of its middle's short-lived values over its steps (outputs: their own).
+def _chunk_output(graph: Graph, lifetimes: Lifetimes, parts: _Parts, j: int) -> int:
+    """Chunk ``j``'s output bytes: its lasting value's and those of its values read after the window only."""
+    positions = parts.passive.get(j, []) + ([parts.lasting[j]] if j in parts.lasting else [])
+    return int(graph.mem[[lifetimes.sequence[p] for p in positions]].sum()) if positions else 0
 
-    A chunk whose last step makes a lasting value (its output) counts that step's workspace and what is alive
-    before it; the value itself is the chunk's output.
+
+def _middle_sizes(graph: Graph, lifetimes: Lifetimes, parts: _Parts) -> list[int]:
+    """Each chunk's workspace: the peak of its middle's values over its steps, less the chunk's output.
+
+    A chunk's output (its lasting value and the values only read after the window) is made during its steps and
+    alive at its last one, so that peak is at least the output: the chunk node's step (workspace + output) peaks
+    exactly as its steps do. Afterwards the output is the chunk node's, no longer the middle's.
     """
     sequence, mem, workspace = lifetimes.sequence, graph.mem, graph.workspace
     frees: dict[int, int] = {}
@@ -271,21 +306,24 @@ def _middle_sizes(graph: Graph, lifetimes: Lifetimes, parts: _Parts) -> list[int
     for j, (chunk, middle) in enumerate(zip(parts.chunks, parts.chunk_middle, strict=True)):
         if middle != current:
             own, frees, current = 0, {}, middle
-        peak = 0
+        peak, output = 0, _chunk_output(graph, lifetimes, parts, j)
+        passive = set(parts.passive.get(j, []))
         for position in chunk:
             v = sequence[position]
+            peak = max(peak, own + int(mem[v]) + int(workspace[v]))
             if parts.lasting.get(j) == position:
-                peak = max(peak, own + int(workspace[v]))
                 own -= frees.pop(position, 0)
                 continue
-            peak = max(peak, own + int(mem[v]) + int(workspace[v]))
             own += int(mem[v]) - frees.pop(position, 0)
             end = int(lifetimes.last_use[position])
+            if position in passive:  # alive to the chunk's end; then it leaves the middle with the chunk
+                continue
             if end == position:
                 own -= int(mem[v])
             else:
                 frees[end] = frees.get(end, 0) + int(mem[v])
-        peaks.append(peak)
+        own -= output - (int(mem[sequence[parts.lasting[j]]]) if j in parts.lasting else 0)
+        peaks.append(peak - output)
     return peaks
 
 
@@ -313,9 +351,9 @@ def _assemble(
     outputs |= {local[key] for p, key in parts.key_at.items() if lifetimes.alive_after(p, stop)}
     for j, peak in enumerate(_middle_sizes(graph, lifetimes, parts)):
         workspace[local[_chunk(j)]] = peak
-    for j, position in parts.lasting.items():
-        mem[local[_chunk(j)]] = graph.mem[lifetimes.sequence[position]]
-        if lifetimes.alive_after(position, stop):
+    for j in parts.lasting.keys() | parts.passive.keys():
+        mem[local[_chunk(j)]] = _chunk_output(graph, lifetimes, parts, j)
+        if j in parts.passive or lifetimes.alive_after(parts.lasting[j], stop):
             outputs.add(local[_chunk(j)])
     pairs = {
         (in_index[u] if kind == "in" else local[u], local[v]) for v, reads in parts.reads.items() for kind, u in reads
