@@ -1,6 +1,6 @@
 """Training CNNs of 50-200 nodes, traced to graphs (issue #31: H-ILP within 1.05 x of Checkmate's optimum at 80 %).
 
-VGG-11 and VGG-19 (torchvision's layer lists, BatchNorm-free, 32x32 inputs), the examples' ResNet and U-Net, and a
+VGG-11 and VGG-19 (torchvision's layer lists, BatchNorm-free, a quarter of the channels, 64 images of 64x64), the examples' ResNet and U-Net, and a
 MobileNet-style stack of depthwise-separable blocks, each traced with fake tensors (FLOP costs) and written as
 ``NAME.json``. The graphs are read by ``benchmarks/hilp_bench.py --graphs cnn:NAME`` (from ``benchmarks/cnn``).
 
@@ -33,7 +33,7 @@ MIN_NODES, MAX_NODES = 50, 200
 
 
 def vgg(layers: list[int | str], width: float = 0.25) -> nn.Module:
-    """A VGG on 3x32x32 images with ``width`` times the channels, 10 classes."""
+    """A VGG on 3x64x64 images with ``width`` times the channels, 10 classes."""
     modules: list[nn.Module] = []
     channels = 3
     for item in layers:
@@ -43,7 +43,7 @@ def vgg(layers: list[int | str], width: float = 0.25) -> nn.Module:
             out = max(8, int(int(item) * width))
             modules += [nn.Conv2d(channels, out, 3, padding=1), nn.ReLU()]
             channels = out
-    return nn.Sequential(*modules, nn.Flatten(), nn.Linear(channels, 10))
+    return nn.Sequential(*modules, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(channels, 10))
 
 
 def mobilenet(blocks: int = 4, width: int = 32) -> nn.Module:
@@ -64,10 +64,10 @@ def mobilenet(blocks: int = 4, width: int = 32) -> nn.Module:
 def models() -> dict[str, tuple[nn.Module, torch.Tensor, torch.Tensor, object]]:
     """Every model with a batch and its loss."""
     torch.manual_seed(0)
-    images, labels = torch.randn(8, 3, 32, 32), torch.randint(0, 10, (8,))
+    images, labels = torch.randn(64, 3, 64, 64), torch.randint(0, 10, (64,))  # activations well above the weights
     found = {name: (vgg(layers), images, labels, F.cross_entropy) for name, layers in VGG_LAYERS.items()}
     found["mobilenet"] = (mobilenet(), images, labels, F.cross_entropy)
-    for name, example in (("resnet", resnet(8)), ("unet", unet(8))):
+    for name, example in (("resnet", resnet(64)), ("unet", unet(64))):
         found[name] = (example.model, example.inputs, example.targets, example.loss_fn)
     return found
 
