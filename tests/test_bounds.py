@@ -415,3 +415,25 @@ def test_serial_transfer_bound_never_above_offloading_plans(graph: Graph) -> Non
         bound = cost_lower_bound(graph, budget, transfer=transfer)
         assert bound.value <= sim.total_cost * (1 + EPS), (fraction, bound, sim.total_cost, sim.prefetches)
         assert result.lower_bound.value == pytest.approx(bound.value, rel=1e-6) or bound.method == "trivial"
+
+
+@pytest.mark.parametrize(("mem", "cost"), [(2**62 // 20, 1e300), (3, 1e307), (2**62 // 40, 1e-300)])
+def test_extreme_values_give_valid_bounds_without_numpy_warnings(mem: int, cost: float) -> None:
+    """Sizes near the 2**62 cap and costs near the float range: no overflow warning, never above a plan."""
+    import warnings
+
+    chain = linear_chain(8)
+    graph = Graph.from_arrays(
+        chain.names, np.full(chain.n, cost), np.full(chain.n, mem, dtype=np.int64), chain.edges, name="extreme"
+    )
+    for fraction in (0.9, 0.6):
+        budget = max(int(input_order_peak(graph) * fraction), int(graph.lower_bound))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)
+            bound = cost_lower_bound(graph, budget)
+            peak = peak_lower_bound(graph)
+        schedule, _ = run_heuristic("chen-greedy", graph, budget)
+        sim = simulate(graph, schedule)
+        assert np.isfinite(bound.value) and peak.value <= sim.peak
+        if sim.peak <= budget:
+            assert bound.value <= sim.total_cost * (1 + EPS), (fraction, bound, sim.total_cost)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import time
 from dataclasses import dataclass
 
@@ -202,12 +203,15 @@ class CostBoundSearch:
         return self.bound
 
     def _improve(self, extra: float, p: int, method: str) -> bool:
-        """Keep ``extra`` (proved at pivot ``p`` by ``method``) when it beats the best so far; whether it did."""
-        if extra <= self._best:
-            return False
+        """Keep ``extra`` (proved at pivot ``p`` by ``method``) when it beats the best so far; whether it did.
+
+        A bound past the float range is not kept (costs near 1e308: every schedule's sum overflows too).
+        """
         graph = self.graph
+        value = float(graph.total_cost) + float(extra) * (1.0 - _SAFETY)  # Python floats: inf, no warning
+        if extra <= self._best or not math.isfinite(value):
+            return False
         self._best = extra
-        value = graph.total_cost + extra * (1.0 - _SAFETY)
         self.bound = Bound(value=float(value), tdi=float(tdi(graph, value)), method=method, at=graph.names[p])
         log.debug("cost bound on %s: %s at %r, extra %.6g", graph.name, method, graph.names[p], extra)
         return True
@@ -453,7 +457,7 @@ class _PivotScan:
         saved = float(value[:whole].sum())
         if whole < len(weight):
             left = room - (int(filled[whole - 1]) if whole else 0)
-            saved += value[whole] * left / weight[whole]
+            saved += value[whole] * (left / weight[whole])  # the share first: no overflow at costs near 1e308
         return max(0.0, float(value.sum()) - saved)
 
 
