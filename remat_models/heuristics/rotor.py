@@ -19,6 +19,7 @@ which the bisection measures instead.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,7 +27,7 @@ import numpy as np
 from remat_models.core.graph import Graph
 from remat_models.core.schedule import Schedule
 from remat_models.heuristics import _sequence_kernels as kernels
-from remat_models.heuristics.block_options import block_problem, exact_kept_sets
+from remat_models.heuristics.block_options import BlockProblem, block_problem, exact_kept_sets
 from remat_models.heuristics.recompute import Score, best_sequence, forward_mask, sequence_schedule, sequence_score
 from remat_models.heuristics.saveset import saveset_search
 
@@ -39,6 +40,7 @@ BUCKETS = 400  # memory units per budget
 MAX_UNITS = 1600  # the table's memory axis stops here (storing four budgets never fits)
 SCAN = 16  # storage limits scored on each side of the bisection's last, and from the smallest if none fits
 SAVE_SET_LEVELS = (0.25, 0.5, 0.75, 1.0)  # options per block from the save-set search at these shares of the budget
+EXACT_PROBLEMS = 8  # distinct repeated blocks whose kept values are solved exactly (the zoo's models have 2-8)
 DROP_SHARES = (0.0, 0.25, 0.5, 0.75)  # and dropping these shares of its stored bytes, cheapest per unit of cost first
 INFEASIBLE = np.inf
 
@@ -157,23 +159,22 @@ def _options(graph: Graph, chain: BlockChain, save_sets: list[np.ndarray]) -> _O
     for b, nodes in enumerate(chain.forward):
         block_of[nodes] = b
     stored, extra, again, dropped = [], [], [], []
-    solved: dict[tuple, list[np.ndarray]] = {}  # identical blocks' exact kept sets, in local positions
+    leaving_of = [*chain.entering[1:].tolist(), -1]
+    problems = [
+        block_problem(graph, nodes, chain.pinned, read_later, leaving)
+        for nodes, leaving in zip(chain.forward, leaving_of, strict=True)
+    ]
+    solved = _exact_options(graph, problems)
     for b, nodes in enumerate(chain.forward):
         keep = nodes[read_later[nodes] & ~chain.pinned[nodes]]
-        leaving = chain.entering[b + 1] if b + 1 < chain.length else -1
-        problem = block_problem(graph, nodes, chain.pinned, read_later, leaving)
-        key = problem.key(graph)
-        if key not in solved:
-            local = np.full(graph.n, -1, dtype=np.int64)
-            local[problem.nodes] = np.arange(problem.nodes.size)
-            solved[key] = [local[kept] for kept in exact_kept_sets(graph, problem)]
+        leaving, problem = leaving_of[b], problems[b]
         droppable = keep[(keep != leaving) & (graph.mem[keep] > 0)]
         droppable = droppable[np.argsort(graph.cost[droppable] / graph.mem[droppable], kind="stable")]
         bytes_dropped = np.cumsum(graph.mem[droppable])
         shares = np.searchsorted(bytes_dropped, np.array(DROP_SHARES) * (bytes_dropped[-1] if droppable.size else 0))
         kept_sets = [keep[~np.isin(keep, droppable[:count])] for count in shares.tolist()]
         kept_sets += [keep[keep == leaving]] + [nodes[np.isin(nodes, saved)] for saved in save_sets]
-        kept_sets += [problem.nodes[positions] for positions in solved[key]]
+        kept_sets += [problem.nodes[positions] for positions in solved.get(problem.key(graph), [])]
         options: dict[tuple[int, ...], tuple[int, float, int, np.ndarray]] = {}
         for kept in kept_sets:
             kept = np.union1d(kept, keep[keep == leaving])
@@ -197,6 +198,24 @@ def _options(graph: Graph, chain: BlockChain, save_sets: list[np.ndarray]) -> _O
         again,
         dropped,
     )
+
+
+def _exact_options(graph: Graph, problems: list[BlockProblem]) -> dict[tuple, list[np.ndarray]]:
+    """Exact kept sets (local positions) of the blocks that repeat, each distinct one solved once.
+
+    Up to ``EXACT_PROBLEMS`` distinct blocks, first come first; a block that occurs once keeps the other options
+    only (its solves would not be shared: a transformer's layers repeat, a generated graph's random costs do not).
+    """
+    keys = [problem.key(graph) for problem in problems]
+    counts = Counter(keys)
+    solved: dict[tuple, list[np.ndarray]] = {}
+    for key, problem in zip(keys, problems, strict=True):
+        if counts[key] < 2 or key in solved or len(solved) >= EXACT_PROBLEMS:
+            continue
+        local = np.full(graph.n, -1, dtype=np.int64)
+        local[problem.nodes] = np.arange(problem.nodes.size)
+        solved[key] = [local[kept] for kept in exact_kept_sets(graph, problem)]
+    return solved
 
 
 def _recomputation(

@@ -38,9 +38,7 @@ from remat_models.planning.warm_start import auto_init, cheapest_fitting, fast_b
 log = logging.getLogger(__name__)
 
 FINISH_MARGIN = 1.0  # seconds a member leaves before the deadline to decode and report
-FINISH_SHARE = 0.08  # ... plus this share of the limit (decoding)
-LARGE_FINISH_SHARE = 0.2  # ... on graphs above LARGE_NODES (CP-SAT presolve overshoots on 1M+ variables)
-LARGE_NODES = 5000
+FINISH_SHARE = 0.2  # ... plus this share of the limit (decoding; CP-SAT presolve overshoots on 1M+ variables)
 ASK_SECONDS = 5.0  # the most the exact worker waits for the parent's answer (it answers between reports)
 MAX_RESTARTS = 1000  # FastSA runs (seeds) in one portfolio at most
 
@@ -101,8 +99,7 @@ class Worker:
 
 
 def _seconds_left(job: dict[str, Any], total: float) -> float:
-    share = LARGE_FINISH_SHARE if job["graph"].n > LARGE_NODES else FINISH_SHARE
-    return job["deadline"] - time.monotonic() - FINISH_MARGIN - share * total
+    return job["deadline"] - time.monotonic() - FINISH_MARGIN - FINISH_SHARE * total
 
 
 def _member(conn: Connection, name: str, call: Callable[[], MethodRun]) -> MethodRun | None:
