@@ -16,27 +16,32 @@ from torch import nn
 from remat_models.core.budget import parse_budget
 from remat_models.core.graph import Graph
 from remat_models.core.limits import check_count, check_time_limit
-from remat_models.core.schedule import Schedule, input_order_peak
+from remat_models.core.schedule import Schedule, input_order_peak, simulate
 from remat_models.errors import (
     BudgetError,
     BudgetInfeasibleError,
     ConfigurationError,
     GraphError,
     InvalidScheduleError,
+    RematError,
     SolverError,
 )
+from remat_models.io.schedule_json import schedule_from_dict, schedule_to_dict
+from remat_models.planning.methods import resolve_method
 from remat_models.planning.plan import PlanResult, PlanStatus
 from remat_models.planning.plan import plan as plan_graph
 from remat_models.torch.compiled_step import GeneratedStep, supports
 from remat_models.torch.costs import CostModel, check_cost_model, flop_cost
 from remat_models.torch.executor import Executor, StepResult
 from remat_models.torch.mapping import TorchGraph, to_graph
+from remat_models.torch.plan_cache import DEFAULT, CacheDir, PlanCache
 from remat_models.torch.trace import LossFn, TensorSpec, TracedStep, as_tensors, trace_step
 
 log = logging.getLogger(__name__)
 
 FLOOR_METHODS = ("chen-greedy", "knapsack")  # fast methods whose lowest peak is activation budget 0
 LEAST_SLICE = 0.01  # seconds left to the method when the floor's search took the whole time limit
+PLAN_SECONDS = 5.0  # the torch APIs' default planning time: a training start, not a benchmark (time_limit= for more)
 Tensors = torch.Tensor | Sequence[torch.Tensor]
 
 
@@ -202,6 +207,8 @@ def plan(
     implementations: bool = False,
     activation_budget: float | None = None,
     compiled: bool = True,
+    time_limit: float | None = None,
+    cache_dir: CacheDir = DEFAULT,
     **options: Any,
 ) -> RematStep:
     """Trace, plan under ``budget`` (bytes, units, or % of the input-order peak) with ``method``, return the step.
@@ -218,6 +225,11 @@ def plan(
     as generated code (``compiled=False``: the interpreter, see :class:`RematStep`). Its ``plan_result``
     carries the lower bounds that hold for every schedule (``lower_bound``, ``lower_bound_gap``,
     ``peak_lower_bound``); a budget below the peak lower bound raises BudgetInfeasibleError naming it.
+    Planning takes at most ``time_limit`` seconds (for methods that take one: default ``PLAN_SECONDS``, the
+    activation budget's floor included). A plan that fits is stored in ``cache_dir``
+    (:mod:`remat_models.torch.plan_cache`; default the user's cache folder, None: no cache) and reused,
+    once validated, by the next call with the same graph, budget, method, options and versions
+    (``plan_result.details["plan_cache"]`` names the file; a cached plan carries no bounds or outcome).
     """
     try:
         torch_graph = extract(model, example_inputs, loss_fn, example_targets, cost=cost)
@@ -235,12 +247,32 @@ def plan(
     unknown = [key for key in options if key not in accepted]
     if unknown:
         raise ConfigurationError(f"planner.plan takes no option(s) {', '.join(unknown)}")
-    started = time.monotonic()
-    limit = parse_budget(budget, graph) if activation_budget is None else activation_bytes(graph, activation_budget)
-    if activation_budget is not None and check_time_limit(options.get("time_limit")) is not None:
-        spent = time.monotonic() - started  # the floor's search is part of the time limit
-        options["time_limit"] = max(options["time_limit"] - spent, LEAST_SLICE)
-    result = plan_graph(graph, limit, method, allow_over_budget=allow_over_budget, **options)
+    cache = PlanCache(cache_dir)
+    time_limit = check_time_limit(time_limit)
+    ref = resolve_method(method, options.get("formulation"), options.get("backend"), options.get("approx"))
+    if time_limit is None and ref.takes_time_limit:
+        time_limit = PLAN_SECONDS
+    given = parse_budget(budget, graph) if activation_budget is None else None
+    key = cache.key(
+        kind="schedule",
+        graph=graph.content_hash,
+        budget=given,
+        activation_budget=activation_budget,
+        method=method,
+        time_limit=time_limit,
+        options=options,
+    )
+    result = _cached(cache, key, graph, given)
+    if result is None:
+        started = time.monotonic()
+        limit = given if given is not None else activation_bytes(graph, activation_budget)  # type: ignore[arg-type]
+        if given is None and time_limit is not None:  # the floor's search counts
+            time_limit = max(time_limit - (time.monotonic() - started), LEAST_SLICE)
+        result = plan_graph(graph, limit, method, allow_over_budget=allow_over_budget, time_limit=time_limit, **options)
+        if result.schedule is not None and result.simulation is not None and result.simulation.fits(limit):
+            payload = {"schedule": schedule_to_dict(result.schedule, graph), "budget": limit, "method": result.method}
+            cache.store(key, payload)
+    limit = result.budget
     if result.schedule is None:
         raise SolverError(f"{result.method} returned no schedule ({result.status.value}) for budget {limit:,} B")
     if result.status is PlanStatus.SOLVER_ERROR:
@@ -250,3 +282,39 @@ def plan(
         peak = result.simulation.peak
         log.warning("%s found no schedule within %d B (peak %d B); running its best", result.method, limit, peak)
     return RematStep(model, torch_graph, result, compiled=compiled)
+
+
+def _cached(cache: PlanCache, key: dict[str, Any], graph: Graph, budget: int | None) -> PlanResult | None:
+    """The plan stored under ``key`` if it is a schedule of ``graph`` within its budget, else None (warned).
+
+    ``budget``: bytes; None (an activation budget) takes the stored bytes, which must not exceed the
+    input-order peak.
+    """
+    payload = cache.load(key)
+    if payload is None:
+        return None
+    peak = input_order_peak(graph)
+    try:
+        schedule = schedule_from_dict(payload["schedule"], graph)
+        limit = budget if budget is not None else int(payload["budget"])
+        simulation = simulate(graph, schedule)
+        method = str(payload["method"])
+    except (RematError, KeyError, TypeError, ValueError) as error:
+        cache.reject(key, str(error))
+        return None
+    if not simulation.fits(limit) or (budget is None and limit > peak):
+        cache.reject(key, f"its peak {simulation.peak:,} B is over the budget {limit:,} B")
+        return None
+    log.info("plan cache: reusing the %s plan of %s within %d B", method, graph.name, limit)
+    return PlanResult(
+        graph_name=graph.name,
+        graph_hash=graph.content_hash,
+        method=method,
+        budget=limit,
+        reference_peak=peak,
+        status=PlanStatus.WITHIN_BUDGET,
+        schedule=schedule,
+        simulation=simulation,
+        wall_time=0.0,
+        details={"plan_cache": str(cache.path(key))},
+    )

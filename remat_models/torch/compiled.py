@@ -30,13 +30,14 @@ from torch.utils.checkpoint import CheckpointPolicy
 
 from remat_models.core.graph import Graph
 from remat_models.core.schedule import Compute, simulate
-from remat_models.errors import ConfigurationError, SolverError
+from remat_models.errors import ConfigurationError, RematError, SolverError
 from remat_models.formulations import formulation_names, get_formulation
 from remat_models.heuristics.recompute import forward_mask, saved_set_sequence, sequence_score
 from remat_models.heuristics.saveset import SaveSet, saveset_schedule, saveset_search
 from remat_models.planning.plan import plan
 from remat_models.torch.joint import FLOPS_PER_BYTE, JointGraph, as_partitioned, joint_graph
 from remat_models.torch.ops import is_random
+from remat_models.torch.plan_cache import DEFAULT, CacheDir, PlanCache
 from remat_models.torch.save_budget import SaveBudget, undone
 from remat_models.torch.trace import LossFn, as_tensors
 
@@ -119,6 +120,53 @@ def choose_save_set(graph: Graph, budget: int, method: str = "saveset") -> SaveS
     return SaveSet(saved, peak, cost)
 
 
+def _cached_save_set(
+    cache: PlanCache, key: dict[str, Any], graph: Graph, budget: int | None
+) -> tuple[SaveSet, int] | None:
+    """The save set stored under ``key`` and its budget, if it saves forward values and simulates within budget.
+
+    ``budget``: bytes; None (an activation budget) takes the stored bytes, at most the save-everything peak.
+    """
+    payload = cache.load(key)
+    if payload is None:
+        return None
+    forward = forward_mask(graph)
+    try:
+        index = {name: v for v, name in enumerate(graph.names)}
+        saved = np.array(sorted(index[str(name)] for name in payload["saved"]), dtype=np.int64)
+        limit = budget if budget is not None else int(payload["budget"])
+        if not forward[saved].all():
+            raise ValueError("it saves values that are not forward values")
+        simulation = simulate(graph, saveset_schedule(graph, saved))
+        most = simulate(graph, saveset_schedule(graph, np.flatnonzero(forward))).peak
+    except (RematError, KeyError, TypeError, ValueError) as error:
+        cache.reject(key, f"not a save set of this graph: {error}")
+        return None
+    if not simulation.fits(limit) or (budget is None and limit > most):
+        cache.reject(key, f"its peak {simulation.peak:,} B is over the budget {limit:,} B")
+        return None
+    log.info("plan cache: reusing the save set of %d values within %d B", saved.size, limit)
+    return SaveSet(saved, simulation.peak, simulation.total_cost), limit
+
+
+def _save_set(joint: JointGraph, save_budget: SaveBudget, method: str, cache: PlanCache) -> tuple[SaveSet, int]:
+    """The save set of ``joint`` within ``save_budget`` and the budget's bytes: from the cache, else planned."""
+    graph = joint.graph
+    given = save_budget.resolve(graph) if save_budget.activation is None else None
+    key = cache.key(
+        kind="save-set", graph=graph.content_hash, budget=given, activation=save_budget.activation, method=method
+    )
+    found = _cached_save_set(cache, key, graph, given)
+    if found is not None:
+        return found
+    budget = given if given is not None else save_budget.resolve(graph)
+    choice = choose_save_set(graph if method == "saveset" else partitioner_view(joint), budget, method)
+    log.info("save-set partition: planned %d saved values with %s", choice.saved.size, method)
+    if choice.peak <= budget:
+        cache.store(key, {"saved": [graph.names[v] for v in choice.saved], "budget": budget})
+    return choice, budget
+
+
 def partition(
     module: fx.GraphModule,
     joint_inputs: Sequence[object],
@@ -128,13 +176,13 @@ def partition(
     flops_per_byte: float = FLOPS_PER_BYTE,
     record: Callable[[SavePlan], None] | None = None,
     method: str = "saveset",
+    cache: PlanCache | None = None,
     **kwargs: Any,
 ) -> tuple[fx.GraphModule, fx.GraphModule]:
-    """Plan the save set of ``module`` within ``save_budget`` (by ``method``), tag it, partition with PyTorch's."""
+    """Plan the save set of ``module`` within ``save_budget`` (by ``method``, or from ``cache``), tag it, partition."""
     as_partitioned(module)
     joint = joint_graph(module, num_fwd_outputs, flops_per_byte=flops_per_byte)
-    budget = save_budget.resolve(joint.graph)
-    choice = choose_save_set(joint.graph if method == "saveset" else partitioner_view(joint), budget, method)
+    choice, budget = _save_set(joint, save_budget, method, cache or PlanCache(None))
     tag(joint, choice.saved)
     forward, backward = min_cut_rematerialization_partition(
         module, joint_inputs, num_fwd_outputs=num_fwd_outputs, **kwargs
@@ -154,11 +202,16 @@ class SaveSetPartitioner(CustomPartitionerFn):
     """Inductor's ``custom_partitioner_fn``: :func:`partition` with one budget (a fresh cache key per instance)."""
 
     def __init__(
-        self, save_budget: SaveBudget, record: Callable[[SavePlan], None] | None = None, method: str = "saveset"
+        self,
+        save_budget: SaveBudget,
+        record: Callable[[SavePlan], None] | None = None,
+        method: str = "saveset",
+        cache: PlanCache | None = None,
     ) -> None:
         self.save_budget = save_budget
         self.record = record
         self.method = check_method(method)
+        self.cache = cache
         self.key = uuid.uuid4().hex
 
     def __call__(
@@ -166,7 +219,13 @@ class SaveSetPartitioner(CustomPartitionerFn):
     ) -> tuple[fx.GraphModule, fx.GraphModule]:
         """Partition ``gm`` (see :func:`partition`)."""
         return partition(
-            gm, joint_inputs, save_budget=self.save_budget, record=self.record, method=self.method, **kwargs
+            gm,
+            joint_inputs,
+            save_budget=self.save_budget,
+            record=self.record,
+            method=self.method,
+            cache=self.cache,
+            **kwargs,
         )
 
     def uuid(self) -> str:
@@ -205,12 +264,13 @@ class CompiledStep:
         save_budget: SaveBudget,
         backend: Backend = "inductor",
         method: str = "saveset",
+        cache_dir: CacheDir = DEFAULT,
     ) -> None:
         if backend not in BACKENDS:
             raise ConfigurationError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
         self.model = model
         self.plans: list[SavePlan] = []
-        self.partitioner = SaveSetPartitioner(save_budget, self.plans.append, method)
+        self.partitioner = SaveSetPartitioner(save_budget, self.plans.append, method, PlanCache(cache_dir))
 
         def step(*args: torch.Tensor, n_inputs: int) -> torch.Tensor:
             return loss_fn(model(*args[:n_inputs]), *args[n_inputs:])
@@ -247,14 +307,18 @@ def compile(
     activation_budget: float | None = None,
     backend: Backend = "inductor",
     method: str = "saveset",
+    cache_dir: CacheDir = DEFAULT,
 ) -> CompiledStep:
     """Compile a training step whose saved activations are our save-set plan within the budget.
 
     Compiles on the example batch at once (one forward, its RNG draws and buffer updates undone), so
     ``step.plan`` tells the saved set and peaks before training starts. ``method``: ``saveset`` (the
-    heuristic) or ``saveset-exact[/BACKEND]`` (the exact formulation, for small joint graphs).
+    heuristic) or ``saveset-exact[/BACKEND]`` (the exact formulation, for small joint graphs). The save set
+    is stored in ``cache_dir`` (:mod:`remat_models.torch.plan_cache`; default the user's cache folder, None:
+    no cache), keyed by the joint graph's hash, the budget, the method and the versions, and a later process
+    compiling the same step reuses it once validated (logged "plan cache: reusing ...") instead of planning.
     """
-    step = CompiledStep(model, loss_fn, SaveBudget(budget, activation_budget), backend, method)
+    step = CompiledStep(model, loss_fn, SaveBudget(budget, activation_budget), backend, method, cache_dir)
     with undone(model), torch.enable_grad():
         step(example_inputs, targets)
     return step
