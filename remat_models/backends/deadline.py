@@ -7,7 +7,7 @@ large, with a time limit, therefore runs in a forked child (the model is shared 
 pickled on the way in); the parent waits until the limit plus a grace and then kills it. Pyomo and CVXPY
 run every timed solve there (``isolate_timed``): they build the solver's model in Python, outside any solver
 limit (Checkmate of a 199-node transformer through Pyomo: 15 s under a 5 s limit), so their child is killed at
-the limit itself (:func:`limit_killed_at`). The child sends
+the limit itself (:func:`killed_at_the_limit`). The child sends
 each improving solution its solver reports (:func:`publish_incumbent`, from the backends' incumbent
 callbacks), so a killed solve answers ``FEASIBLE`` with the last one, or ``NO_SOLUTION`` without any.
 Ctrl-C or SIGTERM reaches the child as SIGINT, which stops its solver and returns its incumbent.
@@ -29,8 +29,10 @@ import signal
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 import numpy as np
 
@@ -71,13 +73,28 @@ def hard_deadline(time_limit: float) -> float:
     return time_limit + GRACE_SECONDS + GRACE_SHARE * time_limit
 
 
-def limit_killed_at(seconds: float) -> float:
-    """The time limit whose child :func:`hard_deadline` kills after ``seconds`` (at least 0.1 s).
+class _Timed(Protocol):
+    time_limit: float | None
 
-    For backends that build the solver's model in the child (``isolate_timed``): the build ignores any limit,
-    so the grace of 1 s + 5 % only adds to the overrun; with this limit the child is killed at ``seconds``.
-    """
+
+TimedT = TypeVar("TimedT", bound=_Timed)
+
+
+def limit_killed_at(seconds: float) -> float:
+    """The time limit whose child :func:`hard_deadline` kills after ``seconds`` (at least 0.1 s)."""
     return max(0.1, (seconds - GRACE_SECONDS) / (1.0 + GRACE_SHARE))
+
+
+def killed_at_the_limit(limits: TimedT) -> TimedT:
+    """``limits`` (``SolveLimits``) cut so that a timed solve's child is killed at the time limit, not 1 s + 5 % after.
+
+    For backends that build the solver's model in the child (Pyomo, CVXPY): the build ignores any limit, so the
+    grace only adds to the overrun; the solver gets what is left of the cut limit, and a killed child answers
+    with the last incumbent it published.
+    """
+    if limits.time_limit is None:
+        return limits
+    return replace(limits, time_limit=limit_killed_at(limits.time_limit))
 
 
 def run_with_deadline(name: str, solve: Callable[[], SolveResult], seconds: float, stopper: Stopper) -> SolveResult:

@@ -17,13 +17,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from remat_models.backends.base import LoweringBackend, SolveLimits, Trajectory, mentions
-from remat_models.backends.deadline import limit_killed_at
+from remat_models.backends.deadline import killed_at_the_limit
 from remat_models.core.limits import INT32_MAX, fit_time_limit
 from remat_models.errors import BackendUnavailableError, ConfigurationError, SolverError
 from remat_models.model import Model, SolveResult, SolveStatus
@@ -117,14 +116,8 @@ class PyomoBackend(LoweringBackend):
     def solve(
         self, model: Model, limits: SolveLimits = NO_LIMITS, hints: dict[str, Any] | None = None
     ) -> SolveResult:
-        """Solve ``model``; a timed solve's child is killed at the time limit itself, not 1 s + 5 % after it.
-
-        The child builds the solver's model outside any limit, so the solver gets what is left of a limit cut to
-        that kill (``deadline.limit_killed_at``); a killed child answers with the last incumbent it published.
-        """
-        if limits.time_limit is not None:
-            limits = replace(limits, time_limit=limit_killed_at(limits.time_limit))
-        return super().solve(model, limits, hints)
+        """Solve ``model``; a timed solve's child is killed at the limit itself (``deadline.killed_at_the_limit``)."""
+        return super().solve(model, killed_at_the_limit(limits), hints)
 
     def _solve_lowered(self, model: Model, limits: SolveLimits, hint: np.ndarray | None) -> SolveResult:
         from pyomo.common.errors import ApplicationError
