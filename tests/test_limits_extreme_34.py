@@ -70,3 +70,31 @@ def test_a_bench_run_of_auto_gets_the_sweeps_time_limit(monkeypatch: pytest.Monk
     for method, expected in (("auto", 30.0), ("checkmate/highs", 30.0), ("chen-greedy", None), ("fastsa", None)):
         child.call_method(parse_method(method), linear_chain(4), 10, seed=0, time_limit=30.0)
         assert seen["time_limit"] == expected, method
+
+
+def test_pyomo_and_cvxpy_children_are_killed_at_the_time_limit() -> None:
+    """Their child builds the solver's model outside any limit: it is killed at the limit, not 1 s + 5 % after it."""
+    from remat_models.backends import SolveLimits
+    from remat_models.backends.deadline import hard_deadline, killed_at_the_limit
+
+    for limit in (2.0, 10.0, 60.0, 1e6):
+        cut = killed_at_the_limit(SolveLimits(time_limit=limit, workers=3))
+        assert cut.time_limit is not None and cut.time_limit < limit and cut.workers == 3
+        assert hard_deadline(cut.time_limit) == pytest.approx(limit)
+    assert killed_at_the_limit(SolveLimits()).time_limit is None
+
+
+def test_pyomo_and_cvxpy_are_not_imported_before_the_solve() -> None:
+    """Their imports (0.4-1.5 s each) happen in the timed child, within the limit, not in the backends' constructors
+    (Moccasin looks its backend up before its clock starts: 14-16 s under a 10 s limit)."""
+    script = (
+        "import json, sys\nfrom remat_models.backends import available, get_backend\n"
+        "usable = [name for name in ('pyomo', 'cvxpy') if name in available()]\n"
+        "for name in usable:\n    get_backend(name)\n"
+        "print(json.dumps([usable, [name for name in ('pyomo', 'cvxpy') if name in sys.modules]]))\n"
+    )
+    done = subprocess.run([sys.executable, "-P", "-c", script], capture_output=True, text=True, check=True)
+    usable, imported = json.loads(done.stdout)
+    if not usable:
+        pytest.skip("neither pyomo nor cvxpy is installed")
+    assert imported == [], done.stdout
