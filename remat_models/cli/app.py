@@ -433,7 +433,7 @@ def export_command(
 ) -> None:
     """Write a formulation's model to an .lp / .mps / .mzn file (integral memory for .mzn; its data in .dzn)."""
     from remat_models.backends.export import check_companions, export
-    from remat_models.formulations import apply_extensions
+    from remat_models.formulations.base import build_extended
 
     chosen = fmt or output.suffix.lstrip(".")
     if chosen not in EXPORT_FORMATS:
@@ -447,10 +447,8 @@ def export_command(
     check_budget(graph, limit)
     flags = shortcut_flags(unpartitioned, None, retention, order)
     options = collect_options(MethodRef(formulation=formulation), flags, option_pairs)
-    form = get_formulation(formulation)
-    if form.integral_option is not None:
-        options.setdefault(form.integral_option, chosen == "mzn")
-    built = apply_extensions(form.build(graph, limit, options), make_extensions(extension_specs))
+    extensions = make_extensions(extension_specs)  # the solve chain's build: integral memory for MiniZinc's .mzn
+    built = build_extended(get_formulation(formulation), graph, limit, options, extensions, integral=chosen == "mzn")
     export(built.model, output, force=force, inputs=[graph_path])
     console.print(f"wrote {output} ({built.model.num_cols:,} variables, {built.model.num_rows:,} rows)")
 

@@ -1,4 +1,8 @@
-"""What every formulation implements (build, sequence, hints, solve) and what a built model offers extensions."""
+"""What every formulation implements (build, sequence, hints, solve), what a built model offers extensions.
+
+And the one solve chain every path runs (``SolveChain``): build -> extensions -> lower -> backend -> decode ->
+evaluate.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
-from remat_models.backends import SolveLimits, get_backend
+from remat_models.backends import Backend, SolveLimits, get_backend
 from remat_models.core.graph import Graph
 from remat_models.core.option_types import check_option_types
 from remat_models.core.plugins import describe_error
@@ -139,8 +143,10 @@ class Formulation(Protocol):
         """
         ...
 
-    def solve(self, built: BuiltModel, backend: str, limits: SolveLimits, init: Schedule | None = None) -> SolveOutcome:
-        """Solve a built model (extensions applied) and decode; the outcome's schedule is re-simulated."""
+    def solve(
+        self, built: BuiltModel, backend: str | SolveChain, limits: SolveLimits, init: Schedule | None = None
+    ) -> SolveOutcome:
+        """Solve a built model (extensions applied) on ``backend`` (a spec or this formulation's chain) and decode."""
         ...
 
 
@@ -231,22 +237,6 @@ class FormulationBase:
         """Options unchanged (a formulation whose structure follows a start overrides this)."""
         return options
 
-    def build_for(
-        self,
-        graph: Graph,
-        budget: int,
-        backend: str,
-        options: Any = None,
-        extensions: Sequence[Extension] = (),
-    ) -> BuiltModel:
-        """Build with integral memory where ``backend`` takes no continuous columns, then apply ``extensions``."""
-        opts = self.options(options)
-        if self.integral_option is not None and getattr(opts, self.integral_option) is None:
-            native = get_backend(backend).native_constructs
-            opts = replace(opts, **{self.integral_option: C.CONTINUOUS not in native})
-        built = self.build(graph, budget, opts)
-        return apply_extensions(built, extensions)
-
     def claim(self, status: SolveStatus, built: BuiltModel | None = None) -> SolveStatus:
         """What a solver's ``status`` on this formulation's model proves about the user's problem.
 
@@ -255,29 +245,103 @@ class FormulationBase:
         """
         return status if self.exact_model else status.in_model()
 
-    def solve(self, built: BuiltModel, backend: str, limits: SolveLimits, init: Schedule | None = None) -> SolveOutcome:
+    def solve(
+        self, built: BuiltModel, backend: str | SolveChain, limits: SolveLimits, init: Schedule | None = None
+    ) -> SolveOutcome:
         """One solve of ``built`` on ``backend`` from ``init``'s hints, decoded and re-simulated."""
         started = time.perf_counter()
-        hints = self.safe_hints(built, init)
-        result = get_backend(backend).solve(built.model, limits, hints)
-        return self.outcome(
-            built, backend, result, phases={"solve": result}, warm_start=hints is not None, started=started
-        )
+        chain = SolveChain.of(self, backend)
+        hints = chain.hints(built, init)
+        result = chain.run(built.model, limits, hints)
+        return chain.outcome(built, result, phases={"solve": result}, warm_start=hints is not None, started=started)
 
-    def safe_hints(self, built: BuiltModel, init: Schedule | None) -> dict[str, np.ndarray] | None:
-        """``hints`` of ``init``, or None (logged) when the schedule does not fit the model's structure."""
+
+class SolveChain:
+    """One formulation on one backend: build -> extensions -> lower -> backend -> decode -> evaluate.
+
+    The backend is looked up once (its ``native_constructs`` decide integral memory). Every solve path composes
+    it: ``solve`` is the whole chain (``remat solve -f``, windows, H-ILP leaves); multi-phase methods (Moccasin's
+    two phases, LP rounding, H-ILP's levels, exact max batch) build their models with ``build`` or ``options``,
+    solve each with ``run`` and turn a result into an outcome with ``outcome`` (decoded, simulated once).
+    """
+
+    def __init__(self, form: Formulation, backend: str | None = None) -> None:
+        self.form = form
+        self.spec = backend or form.default_backend
+        self.backend: Backend = get_backend(self.spec)
+
+    @classmethod
+    def of(cls, form: Formulation, backend: str | SolveChain | None) -> SolveChain:
+        """``backend`` itself when it is a chain already, else ``form``'s chain on the backend spec."""
+        return backend if isinstance(backend, SolveChain) else cls(form, backend)
+
+    @property
+    def integral(self) -> bool:
+        """Whether the backend takes no continuous columns (then memory is built integral)."""
+        return C.CONTINUOUS not in self.backend.native_constructs
+
+    def options(self, options: Any = None) -> Any:
+        """The formulation's options, normalised once, with its integral option set for this backend if unset."""
+        return integral_options(self.form, options, self.integral)
+
+    def build(
+        self, graph: Graph, budget: int, options: Any = None, extensions: Sequence[Extension] = ()
+    ) -> BuiltModel:
+        """Build for this backend, then apply ``extensions``."""
+        return build_extended(self.form, graph, budget, options, extensions, integral=self.integral)
+
+    def hints(self, built: BuiltModel, init: Schedule | None) -> dict[str, np.ndarray] | None:
+        """The formulation's hints of ``init``, or None (logged) when the schedule does not fit the model."""
         if init is None:
             return None
         try:
-            return self.hints(built, init)
+            return self.form.hints(built, init)
         except (InvalidScheduleError, ConfigurationError) as error:
             log.warning("warm start dropped: the initial schedule does not fit the model (%s)", error)
             return None
 
+    def run(self, model: Model, limits: SolveLimits, hints: dict[str, np.ndarray] | None = None) -> SolveResult:
+        """Lower ``model`` for the backend (the constructs it does not take natively) and solve it."""
+        return self.backend.solve(model, limits, hints)
+
+    def solve(
+        self,
+        graph: Graph,
+        budget: int,
+        *,
+        options: Any = None,
+        limits: SolveLimits,
+        init: Schedule | None = None,
+        extensions: Sequence[Extension] = (),
+    ) -> SolveOutcome:
+        """The whole chain: build (extensions applied), warm-start from ``init`` if it fits, solve, decode, simulate.
+
+        Multi-phase formulations (Moccasin) run their own ``solve`` on this chain. A formulation with a
+        ``least_seconds(graph)`` estimate (its build plus the shortest solve phase) is not built when the time limit
+        is below it: the outcome is "no schedule" (``details["build_skipped"]``). The build counts against the limit.
+        """
+        name = self.form.name
+        least = getattr(self.form, "least_seconds", None)
+        needed = None if least is None or limits.time_limit is None else least(graph)
+        if needed is not None and limits.time_limit is not None and needed > limits.time_limit:
+            skipped = f"{limits.time_limit:.1f} s left, the build and a phase need {needed:.1f} s: not built"
+            log.info("%s on %s: %s", name, graph.name, skipped)
+            return SolveOutcome(name, self.spec, SolveStatus.NO_SOLUTION, details={"build_skipped": skipped})
+        started = time.perf_counter()
+        opts = self.form.warm_options(self.options(options), init)
+        built = apply_extensions(self.form.build(graph, budget, opts), extensions)
+        build_time = time.perf_counter() - started
+        if limits.time_limit is not None:  # Moccasin then skips the phases it has no time for
+            limits = replace(limits, time_limit=max(0.1, limits.time_limit - build_time))
+        outcome = self.form.solve(built, self, limits, init)
+        outcome.build_time = build_time
+        outcome.options = {k: jsonable(v) for k, v in vars(opts).items()}
+        log.info("%s/%s on %s: %s, objective %s", name, self.spec, graph.name, outcome.status.value, outcome.objective)
+        return outcome
+
     def outcome(
         self,
         built: BuiltModel,
-        backend: str,
         result: SolveResult,
         *,
         phases: dict[str, SolveResult],
@@ -287,16 +351,19 @@ class FormulationBase:
         status: SolveStatus | None = None,
         time_offset: float = 0.0,
     ) -> SolveOutcome:
-        """The outcome of ``result`` decoded from ``values`` (default: its own), numbers in graph cost units."""
+        """The outcome of ``result`` decoded from ``values`` (default: its own), numbers in graph cost units.
+
+        The decoded schedule is simulated once, here (``SolveOutcome.of``).
+        """
         if values is None and result.has_solution:
             values = result.values
         message = result.message or next((p.message for p in phases.values() if p.message), None)
         return SolveOutcome.of(
-            formulation=self.name,
-            backend=backend,
-            status=self.claim(status or result.status, built),
+            formulation=self.form.name,
+            backend=self.spec,
+            status=self.form.claim(status or result.status, built),
             message=message,
-            schedule=None if values is None else self.decode(built, values),
+            schedule=None if values is None else self.form.decode(built, values),
             graph=built.graph,
             transfer=transfer_of(built.applied),
             objective=None if values is None else built.cost(built.model.objective_value(values)),
@@ -310,6 +377,31 @@ class FormulationBase:
             phases=phases,
             warm_start=warm_start,
         )
+
+
+def integral_options(form: Formulation, options: Any, integral: bool) -> Any:
+    """``form``'s options with its integral option (if it has one and it is unset) set to ``integral``.
+
+    Where a build's options are normalised: ``SolveChain`` passes its backend's need, ``remat export`` (through
+    ``build_extended``) the file format's (``.mzn`` integral).
+    """
+    opts = form.options(options)
+    if form.integral_option is not None and getattr(opts, form.integral_option) is None:
+        opts = replace(opts, **{form.integral_option: integral})
+    return opts
+
+
+def build_extended(
+    form: Formulation,
+    graph: Graph,
+    budget: int,
+    options: Any = None,
+    extensions: Sequence[Extension] = (),
+    *,
+    integral: bool,
+) -> BuiltModel:
+    """The chain's build and extensions steps without a backend: ``SolveChain.build``, and ``remat export``."""
+    return apply_extensions(form.build(graph, budget, integral_options(form, options, integral)), extensions)
 
 
 def apply_extensions(built: BuiltModel, extensions: Sequence[Extension]) -> BuiltModel:
@@ -344,7 +436,10 @@ __all__ = [
     "FormulationBase",
     "PagingPlugin",
     "Sequenced",
+    "SolveChain",
     "apply_extensions",
+    "build_extended",
+    "integral_options",
     "jsonable",
     "options_of",
 ]

@@ -29,11 +29,12 @@ from typing import Any
 
 import numpy as np
 
-from remat_models.backends import SolveLimits, get_backend
+from remat_models.backends import SolveLimits
 from remat_models.core.graph import Graph
 from remat_models.core.schedule import Schedule, input_order_schedule, simulate
 from remat_models.errors import ConfigurationError
-from remat_models.formulations import DEFAULT_FORMULATION
+from remat_models.formulations import DEFAULT_FORMULATION, get_formulation
+from remat_models.formulations.base import SolveChain
 from remat_models.formulations.peak import PeakModel, peak_model_of
 from remat_models.model import SolveStatus
 
@@ -88,7 +89,8 @@ def solve_exact(
         return ExactBatch(0, None, 0, SolveStatus.INFEASIBLE, {"reason": "nothing fits at batch 1"})
     per_sample = scaling.per_sample(graph)
     initial = input_order_schedule(per_sample) if start is None else start
-    pm = build_peak(per_sample, backend, options, initial)
+    chain = SolveChain(get_formulation(base), backend)  # builds the peak model and solves it
+    pm = build_peak(per_sample, chain, options, initial)
     unit = pm.built.units.cost_unit
     cap_units = cap / unit
     if pm.built.units.cost_exact:
@@ -104,7 +106,7 @@ def solve_exact(
     else:
         base_batch, hints = _product_rows(pm, room, lower, upper, hints)
     limits = SolveLimits(time_limit=time_limit, seed=seed)
-    result = get_backend(backend).solve(m, limits, hints)
+    result = chain.run(m, limits, hints)
     details: dict[str, Any] = {
         "solver_status": result.status.in_model().value,  # the peak model is the family's: a restricted one
         "solve_time_s": result.wall_time,

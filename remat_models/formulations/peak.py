@@ -1,7 +1,8 @@
 """The variable-capacity model exact max batch needs, and the capability a formulation declares to build it.
 
 A family that supports exact max batch sets ``peak_model = "module:function"`` on its formulation; the function
-``(per_sample_graph, backend, options, initial) -> PeakModel`` builds its model with a PEAK column.
+``(per_sample_graph, chain, options, initial) -> PeakModel`` builds its model with a PEAK column on the family's
+solve chain (``SolveChain``: the backend looked up once, its options normalised once).
 """
 
 from __future__ import annotations
@@ -18,11 +19,11 @@ from remat_models.core.plugins import load_callable
 from remat_models.core.schedule import Schedule, input_order_schedule
 from remat_models.errors import ConfigurationError, InvalidScheduleError
 from remat_models.formulations import formulation_names, get_formulation
-from remat_models.formulations.base import BuiltModel
+from remat_models.formulations.base import BuiltModel, SolveChain
 
 log = logging.getLogger(__name__)
 
-PeakBuilder = Callable[[Graph, str, Any, Schedule], "PeakModel"]
+PeakBuilder = Callable[[Graph, SolveChain, Any, Schedule], "PeakModel"]
 
 
 @dataclass

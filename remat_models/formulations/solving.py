@@ -1,17 +1,14 @@
-"""Formulation solves by name: build (extensions applied), warm-start, solve, decode, re-simulate; approximations.
+"""Formulation solves by name on the one solve chain (``formulations.base.SolveChain``); approximations.
 
 ``plan()`` reaches these through :func:`remat_models.planning.solve.run_formulation` (warm start and fallback).
 """
 
 from __future__ import annotations
 
-import logging
-import time
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
-from remat_models.backends import SolveLimits, SolveStatus
+from remat_models.backends import SolveLimits
 from remat_models.core.graph import Graph
 from remat_models.core.schedule import Schedule
 from remat_models.errors import ConfigurationError
@@ -23,9 +20,7 @@ from remat_models.formulations import (
     get_approximation,
     get_formulation,
 )
-from remat_models.formulations.outcome import jsonable
-
-log = logging.getLogger(__name__)
+from remat_models.formulations.base import SolveChain
 
 DEFAULT_LIMITS = SolveLimits()
 
@@ -39,8 +34,7 @@ def build_for_backend(
     extensions: Sequence[Extension] = (),
 ) -> BuiltModel:
     """Build ``formulation``'s model for ``backend_spec`` (default: the formulation's), extensions applied."""
-    form = get_formulation(formulation)
-    return form.build_for(graph, budget, backend_spec or form.default_backend, options, extensions)  # type: ignore[attr-defined]
+    return SolveChain(get_formulation(formulation), backend_spec).build(graph, budget, options, extensions)
 
 
 def solve_model(
@@ -54,32 +48,13 @@ def solve_model(
     init: Schedule | None = None,
     extensions: Sequence[Extension] = (),
 ) -> SolveOutcome:
-    """Build, warm-start from ``init`` if it fits the model's structure, solve, decode; the schedule is simulated.
+    """``formulation``'s solve chain on ``backend`` (default: the formulation's; see ``SolveChain.solve``).
 
-    ``backend`` defaults to the formulation's own (HiGHS for Checkmate, CP-SAT for Moccasin). Multi-phase
-    formulations (Moccasin) run their own ``solve``; extensions apply in every phase. A formulation with a
-    ``least_seconds(graph)`` estimate (its build plus the shortest solve phase) is not built when the time limit
-    is below it: the outcome is "no schedule" (``details["build_skipped"]``) and ``plan`` returns the warm start.
+    Build, warm-start from ``init`` if it fits the model's structure, solve, decode; the schedule is simulated.
+    A time limit below the formulation's ``least_seconds`` builds nothing and ``plan`` returns the warm start.
     """
-    form = get_formulation(formulation)
-    backend = backend or form.default_backend
-    least = getattr(form, "least_seconds", None)  # a build that cannot finish with time to solve is not started
-    needed = None if least is None or limits.time_limit is None else least(graph)
-    if needed is not None and limits.time_limit is not None and needed > limits.time_limit:
-        skipped = f"{limits.time_limit:.1f} s left, the build and a phase need {needed:.1f} s: not built"
-        log.info("%s on %s: %s", formulation, graph.name, skipped)
-        return SolveOutcome(formulation, backend, SolveStatus.NO_SOLUTION, details={"build_skipped": skipped})
-    started = time.perf_counter()
-    opts = form.warm_options(form.options(options), init)
-    built = form.build_for(graph, budget, backend, opts, extensions)  # type: ignore[attr-defined]
-    build_time = time.perf_counter() - started
-    if limits.time_limit is not None:  # the build counts against the time limit too (Moccasin then skips its phases)
-        limits = replace(limits, time_limit=max(0.1, limits.time_limit - build_time))
-    outcome = form.solve(built, backend, limits, init)
-    outcome.build_time = build_time
-    outcome.options = {k: jsonable(v) for k, v in vars(opts).items()}
-    log.info("%s/%s on %s: %s, objective %s", formulation, backend, graph.name, outcome.status.value, outcome.objective)
-    return outcome
+    chain = SolveChain(get_formulation(formulation), backend)
+    return chain.solve(graph, budget, options=options, limits=limits, init=init, extensions=extensions)
 
 
 def approximate(

@@ -9,14 +9,14 @@ import numpy as np
 
 from remat_models.core.graph import Graph
 from remat_models.core.schedule import Schedule
-from remat_models.formulations.checkmate.formulation import CHECKMATE
+from remat_models.formulations.base import SolveChain
 from remat_models.formulations.peak import PeakModel, start_hints
 
 
-def peak_model(graph: Graph, backend: str, options: Mapping[str, Any] | None, initial: Schedule) -> PeakModel:
+def peak_model(graph: Graph, chain: SolveChain, options: Mapping[str, Any] | None, initial: Schedule) -> PeakModel:
     """Checkmate on the per-sample graph with ``U[t, v] + ws_v R[t, v] <= PEAK`` (capacity: every byte at once)."""
     everything = graph.fixed_mem + int(graph.mem.sum()) + int(graph.workspace.max())
-    built = CHECKMATE.build_for(graph, everything, backend, options)
+    built = chain.build(graph, everything, options)
     m = built.model
     cost_cols, cost_coefs = m.obj_cols.copy(), m.obj_coefs.copy()
     u = built.index("U")
@@ -30,10 +30,8 @@ def peak_model(graph: Graph, backend: str, options: Mapping[str, Any] | None, in
     cols = np.concatenate([u.cols, r_cols, np.full(count, peak.cols[0])])
     coefs = np.concatenate([np.ones(count), workspace, -np.ones(count)])
     m.add_rows(rows, cols, coefs, ub=np.zeros(count), name="max_batch_peak")
-    start = start_hints(CHECKMATE, built, initial, graph)
+    start = start_hints(chain.form, built, initial, graph)
     x = m.flatten(start, fill=0.0)
     start_peak = float((x[u.cols] + workspace * x[r_cols]).max())
     start["PEAK"] = np.array([start_peak])
-    return PeakModel(
-        built, CHECKMATE.decode, "PEAK", built.mem_scale, 0, cost_cols, cost_coefs, start, start_peak
-    )
+    return PeakModel(built, chain.form.decode, "PEAK", built.mem_scale, 0, cost_cols, cost_coefs, start, start_peak)

@@ -1,4 +1,7 @@
-"""Checkmate's LP relaxation with two-phase and randomized rounding (paper sec. 5), an approximation of checkmate."""
+"""Checkmate's LP relaxation with two-phase and randomized rounding (paper sec. 5), an approximation of checkmate.
+
+Each LP runs on Checkmate's solve chain (``SolveChain.run``); candidates are simulated once, where rounded.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +10,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 
-from remat_models.backends import SolveLimits, get_backend
+from remat_models.backends import SolveLimits
 from remat_models.core.graph import Graph
 from remat_models.errors import ConfigurationError
-from remat_models.formulations.base import Extension
+from remat_models.formulations.base import Extension, SolveChain
 from remat_models.formulations.checkmate.formulation import CHECKMATE
 from remat_models.formulations.outcome import SolveOutcome
 from remat_models.heuristics.rounding import DEFAULT_THRESHOLDS, Candidate, best_candidate, rounding_candidates
@@ -48,17 +51,16 @@ def lp_rounding(
     """
     if extensions:
         raise ConfigurationError("lp-rounding rounds Checkmate's own S matrix and takes no extensions")
-    backend = "highs:lp" if backend == "highs" else backend
-    solver = get_backend(backend)
-    if getattr(solver, "integral", True):
-        raise ConfigurationError(f"LP rounding needs a relaxation backend such as 'highs:lp', not {backend!r}")
-    options = CHECKMATE.options({"order": order, "integral_memory": False})
+    chain = SolveChain(CHECKMATE, "highs:lp" if backend == "highs" else backend)
+    if getattr(chain.backend, "integral", True):
+        raise ConfigurationError(f"LP rounding needs a relaxation backend such as 'highs:lp', not {chain.spec!r}")
+    options = chain.options({"order": order, "integral_memory": False})
     started = time.perf_counter()
     full = CHECKMATE.build(graph, budget, options)
     first = limits  # the build counts against the limit (tr40: it took most of a 5 s limit)
     if limits.time_limit is not None:
         first = replace(limits, time_limit=max(0.1, limits.time_limit - (time.perf_counter() - started)))
-    bound_result = solver.solve(full.model, first)
+    bound_result = chain.run(full.model, first)
     phases = {"lp": bound_result}
     if not 0 <= allowance < 1:
         raise ConfigurationError(f"LP rounding allowance must lie in [0, 1), got {allowance!r}")
@@ -72,7 +74,7 @@ def lp_rounding(
             built, result = full, bound_result
         else:
             built = CHECKMATE.build(graph, budget, replace(options, allowance=eps))
-            result = solver.solve(built.model, limits if left is None else replace(limits, time_limit=max(left, 1.0)))
+            result = chain.run(built.model, limits if left is None else replace(limits, time_limit=max(left, 1.0)))
             phases[f"lp_allowance_{eps:g}"] = result
         tried.append(eps)
         if result.has_solution:
@@ -101,8 +103,8 @@ def lp_rounding(
         "LP rounding on %s: LP %s, %d candidates, best %s", graph.name, bound_result.status.value, len(candidates), best
     )
     return SolveOutcome(
-        formulation="checkmate",
-        backend=backend,
+        formulation=CHECKMATE.name,
+        backend=chain.spec,
         status=status,
         schedule=None if chosen is None else chosen.schedule,
         simulation=None if chosen is None else chosen.simulation,

@@ -16,7 +16,7 @@ from typing import Any
 from remat_models.backends import SolveLimits
 from remat_models.core.graph import Graph
 from remat_models.core.schedule import Schedule
-from remat_models.formulations.base import BuiltModel
+from remat_models.formulations.base import BuiltModel, SolveChain
 from remat_models.formulations.hilp.level import HilpDeferred, HilpLevel
 from remat_models.formulations.hilp.options import HilpOptions, leaf_spec
 from remat_models.formulations.hilp.solver import HierarchicalSolver
@@ -33,17 +33,23 @@ class Hilp(HilpLevel):
         no_aux = table is None or table.n_aux == 0
         return leaf_spec(opts.leaf)[0] == "monet" and opts.hierarchical(graph.n) and no_aux
 
-    def solve(self, built: BuiltModel, backend: str, limits: SolveLimits, init: Schedule | None = None) -> SolveOutcome:
-        """The flat model's one solve, or the hierarchical solve (its top level within ``limits``)."""
+    def solve(
+        self, built: BuiltModel, backend: str | SolveChain, limits: SolveLimits, init: Schedule | None = None
+    ) -> SolveOutcome:
+        """The flat model's one solve, or the hierarchical solve (its top level within ``limits``) on the same chain.
+
+        The hierarchical schedule comes simulated (the solver's own simulation travels with it).
+        """
+        chain = SolveChain.of(self, backend)
         if not isinstance(built, HilpDeferred):
-            return super().solve(built, backend, limits, init)
+            return super().solve(built, chain, limits, init)
         started = time.perf_counter()
-        result = HierarchicalSolver(built.graph, built.budget, backend, built.options, limits).run(init)
-        return SolveOutcome.of(
-            graph=built.graph,
+        result = HierarchicalSolver(built.graph, built.budget, chain, built.options, limits).run(init)
+        return SolveOutcome(
             schedule=result.schedule,
+            simulation=result.simulation,
             formulation=self.name,
-            backend=backend,
+            backend=chain.spec,
             status=result.status,
             objective=result.objective,
             bound=None,  # the top ILP's bound holds for its cached options only, not for every schedule

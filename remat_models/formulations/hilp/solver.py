@@ -27,11 +27,12 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from remat_models.backends import SolveLimits, SolveStatus, get_backend
+from remat_models.backends import SolveLimits, SolveStatus
 from remat_models.backends.interrupt import interrupted
 from remat_models.core.graph import Graph, NodeKind
 from remat_models.core.schedule import Schedule, SimulationResult, eager_frees, simulate
 from remat_models.errors import BudgetInfeasibleError, ConfigurationError
+from remat_models.formulations.base import SolveChain
 from remat_models.formulations.hilp.alternatives import (
     ClusterOption,
     FastForward,
@@ -61,7 +62,6 @@ from remat_models.formulations.hilp.partition import (
 )
 from remat_models.formulations.hilp.refine import Move, refine
 from remat_models.formulations.hilp.warm import Start, fitting_starts, halves, induced
-from remat_models.model import constructs
 
 log = logging.getLogger(__name__)
 
@@ -131,25 +131,26 @@ class _Solved:
 
 
 class HierarchicalSolver:
-    """One hierarchical solve of a graph under a budget on a backend."""
+    """One hierarchical solve of a graph under a budget on a backend: every level ILP runs on H-ILP's solve chain."""
 
     def __init__(
         self,
         graph: Graph,
         budget: int,
-        backend: str = "highs",
+        backend: str | SolveChain = "highs",
         options: HilpOptions | Mapping[str, Any] | None = None,
         limits: SolveLimits | None = None,
     ) -> None:
-        self.graph, self.budget, self.backend = graph, int(budget), backend
+        self.graph, self.budget = graph, int(budget)
         self.opts = HilpOptions.of(options)
         if graph.impl_table is not None and graph.impl_table.n_aux:
             raise ConfigurationError(
                 "hierarchical hilp takes operator implementations without aux values; plan() gives it the default view"
             )
         self.limits = limits or SolveLimits()
-        self.solver = get_backend(backend)
-        self.integral = constructs.CONTINUOUS not in self.solver.native_constructs
+        self.chain = SolveChain.of(HILP_LEVEL, backend)
+        self.solver = self.chain.backend  # the backend (tests solve a level on it directly)
+        self.integral = self.chain.integral
         self.owner = pair_layers(graph)
         self.backward: dict[Cluster, np.ndarray] = {}  # W of every cluster, set by run()
         self.solved: dict[str, _Solved] = {}
@@ -177,7 +178,7 @@ class HierarchicalSolver:
 
     def _solve(self, built: HilpModel, time_limit: float | None, label: str) -> Any:
         limits = replace(self.limits, time_limit=time_limit, log=False)
-        result = self.solver.solve(built.model, limits)
+        result = self.chain.run(built.model, limits)
         self.ilp_times.append((label, float(result.wall_time), result.status.value))
         return result
 
@@ -536,7 +537,7 @@ def _split(
 def solve_hierarchical(
     graph: Graph,
     budget: int,
-    backend: str = "highs",
+    backend: str | SolveChain = "highs",
     options: HierarchyOptions | Mapping[str, Any] | None = None,
     limits: SolveLimits | None = None,
 ) -> HierarchicalResult:

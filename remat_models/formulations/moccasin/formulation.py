@@ -16,13 +16,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from remat_models.backends import SolveLimits, get_backend
+from remat_models.backends import SolveLimits
 from remat_models.backends.export import export
 from remat_models.core.budget import check_budget
 from remat_models.core.graph import Graph
 from remat_models.core.schedule import Schedule
 from remat_models.errors import ConfigurationError, SolverError
-from remat_models.formulations.base import BuiltModel, Extension, FormulationBase, apply_extensions
+from remat_models.formulations.base import BuiltModel, Extension, FormulationBase, SolveChain, apply_extensions
 from remat_models.formulations.moccasin.layout import IntervalValues, compute_sequence, intervals_from_sequence
 from remat_models.formulations.moccasin.model import MoccasinModel, MoccasinOptions, build_model, hint_values
 from remat_models.formulations.outcome import SolveOutcome
@@ -75,12 +75,15 @@ class MoccasinFormulation(FormulationBase):
         assert mb.layout is not None
         return hint_values(mb, intervals_from_sequence(mb.layout, schedule.compute_sequence()))
 
-    def solve(self, built: BuiltModel, backend: str, limits: SolveLimits, init: Schedule | None = None) -> SolveOutcome:
+    def solve(
+        self, built: BuiltModel, backend: str | SolveChain, limits: SolveLimits, init: Schedule | None = None
+    ) -> SolveOutcome:
         """Start from ``init``, else the input order, else the staged greedy plan; phase 1 if over budget; phase 2.
 
-        The time limit bounds both phases together; extensions applied to ``built`` apply to phase 1 too.
+        The time limit bounds both phases together; extensions applied to ``built`` apply to phase 1 too. Both
+        phases run on the one chain (``SolveChain.run``, ``SolveChain.outcome``).
         """
-        return _TwoPhase(self, _moccasin(built), backend, limits).run(init)
+        return _TwoPhase(_moccasin(built), SolveChain.of(self, backend), limits).run(init)
 
 
 MOCCASIN = MoccasinFormulation()  # the instance the formulation registry can name: "...moccasin:MOCCASIN"
@@ -89,9 +92,8 @@ MOCCASIN = MoccasinFormulation()  # the instance the formulation registry can na
 class _TwoPhase:
     """One two-phase Moccasin solve (kept as a class so each step is a short method)."""
 
-    def __init__(self, form: MoccasinFormulation, built: MoccasinModel, backend: str, limits: SolveLimits) -> None:
-        self.form, self.built, self.backend, self.limits = form, built, backend, limits
-        self.solver = get_backend(backend)
+    def __init__(self, built: MoccasinModel, chain: SolveChain, limits: SolveLimits) -> None:
+        self.built, self.chain, self.limits = built, chain, limits
         self.t0 = time.perf_counter()
         self.deadline = None if limits.time_limit is None else self.t0 + limits.time_limit
         self.phases: dict[str, SolveResult] = {}
@@ -126,7 +128,7 @@ class _TwoPhase:
             log.info("moccasin on %s: no time left for phase 2 after %.1f s", graph.name, offset)
             phase2 = SolveResult(SolveStatus.NO_SOLUTION)
         else:
-            phase2 = self.solver.solve(built.model, self._limits(), hints=hints)
+            phase2 = self.chain.run(built.model, self._limits(), hints)
         self.phases["phase2"] = phase2
         if phase2.has_solution:
             outcome = self._outcome(phase2, None, None, init, offset)
@@ -183,7 +185,7 @@ class _TwoPhase:
         p1 = build_model(graph, built.budget, built.options, phase1_peak=ceiling)
         p1.formulation = built.formulation
         apply_extensions(p1, built.applied)
-        res = self.solver.solve(p1.model, self._limits(PHASE1_SHARE), hints=self._hint_values(p1, start))
+        res = self.chain.run(p1.model, self._limits(PHASE1_SHARE), self._hint_values(p1, start))
         self.phases["phase1"] = res
         if res.has_solution:
             found = p1.interval_values(res.values)
@@ -200,7 +202,7 @@ class _TwoPhase:
         """Formulation hints for ``intervals`` plus the applied extensions' hints for the schedule they decode to."""
         values = hint_values(built, intervals)
         if built.applied:
-            schedule = self.form.decode(built, values)
+            schedule = self.chain.form.decode(built, values)
             for extension in built.applied:
                 extra = getattr(extension, "hints", None)
                 if extra is not None:
@@ -215,9 +217,8 @@ class _TwoPhase:
         init: Schedule | None,
         offset: float = 0.0,
     ) -> SolveOutcome:
-        return self.form.outcome(
+        return self.chain.outcome(
             self.built,
-            self.backend,
             result,
             phases=self.phases,
             warm_start=init is not None,
