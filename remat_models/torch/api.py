@@ -247,31 +247,17 @@ def plan(
     unknown = [key for key in options if key not in accepted]
     if unknown:
         raise ConfigurationError(f"planner.plan takes no option(s) {', '.join(unknown)}")
-    cache = PlanCache(cache_dir)
-    time_limit = check_time_limit(time_limit)
-    ref = resolve_method(method, options.get("formulation"), options.get("backend"), options.get("approx"))
-    if time_limit is None and ref.takes_time_limit:
-        time_limit = PLAN_SECONDS
     given = parse_budget(budget, graph) if activation_budget is None else None
-    key = cache.key(
-        kind="schedule",
-        graph=graph.content_hash,
-        budget=given,
-        activation_budget=activation_budget,
-        method=method,
+    result = cached_plan(
+        graph,
+        given,
+        activation_budget,
+        method,
         time_limit=time_limit,
-        options=options,
+        cache=PlanCache(cache_dir),
+        allow_over_budget=allow_over_budget,
+        **options,
     )
-    result = _cached(cache, key, graph, given)
-    if result is None:
-        started = time.monotonic()
-        limit = given if given is not None else activation_bytes(graph, activation_budget)  # type: ignore[arg-type]
-        if given is None and time_limit is not None:  # the floor's search counts
-            time_limit = max(time_limit - (time.monotonic() - started), LEAST_SLICE)
-        result = plan_graph(graph, limit, method, allow_over_budget=allow_over_budget, time_limit=time_limit, **options)
-        if result.schedule is not None and result.simulation is not None and result.simulation.fits(limit):
-            payload = {"schedule": schedule_to_dict(result.schedule, graph), "budget": limit, "method": result.method}
-            cache.store(key, payload)
     limit = result.budget
     if result.schedule is None:
         raise SolverError(f"{result.method} returned no schedule ({result.status.value}) for budget {limit:,} B")
@@ -282,6 +268,49 @@ def plan(
         peak = result.simulation.peak
         log.warning("%s found no schedule within %d B (peak %d B); running its best", result.method, limit, peak)
     return RematStep(model, torch_graph, result, compiled=compiled)
+
+
+def cached_plan(
+    graph: Graph,
+    budget: int | None,
+    activation_budget: float | None,
+    method: str | None,
+    *,
+    time_limit: float | None,
+    cache: PlanCache,
+    allow_over_budget: bool = False,
+    **options: Any,
+) -> PlanResult:
+    """``plan()`` of ``graph`` within ``budget`` bytes (or ``activation_budget``), through ``cache``.
+
+    A method that takes a time limit gets ``PLAN_SECONDS`` when ``time_limit`` is None (the activation
+    budget's floor counts against it). A plan that fits is stored; a stored one is reused once validated.
+    """
+    time_limit = check_time_limit(time_limit)
+    ref = resolve_method(method, options.get("formulation"), options.get("backend"), options.get("approx"))
+    if time_limit is None and ref.takes_time_limit:
+        time_limit = PLAN_SECONDS
+    key = cache.key(
+        kind="schedule",
+        graph=graph.content_hash,
+        budget=budget,
+        activation_budget=activation_budget,
+        method=method,
+        time_limit=time_limit,
+        options=options,
+    )
+    result = _cached(cache, key, graph, budget)
+    if result is not None:
+        return result
+    started = time.monotonic()
+    limit = budget if budget is not None else activation_bytes(graph, activation_budget)  # type: ignore[arg-type]
+    if budget is None and time_limit is not None:
+        time_limit = max(time_limit - (time.monotonic() - started), LEAST_SLICE)
+    result = plan_graph(graph, limit, method, allow_over_budget=allow_over_budget, time_limit=time_limit, **options)
+    if result.schedule is not None and result.simulation is not None and result.simulation.fits(limit):
+        stored = schedule_to_dict(result.schedule, graph)
+        cache.store(key, {"schedule": stored, "budget": limit, "method": result.method})
+    return result
 
 
 def _cached(cache: PlanCache, key: dict[str, Any], graph: Graph, budget: int | None) -> PlanResult | None:
