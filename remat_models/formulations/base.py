@@ -10,7 +10,7 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -26,6 +26,9 @@ from remat_models.formulations.scaling import Units
 from remat_models.model import Model, SolveResult, SolveStatus
 from remat_models.model import constructs as C
 from remat_models.model.index import IndexMap
+
+if TYPE_CHECKING:
+    from remat_models.formulations.peak import PeakPart
 
 log = logging.getLogger(__name__)
 
@@ -188,7 +191,7 @@ class FormulationBase:
     default_backend: ClassVar[str] = "highs"
     integral_option: ClassVar[str | None] = None  # options field set when the backend takes no continuous columns
     paging_part: ClassVar[str | None] = None  # module with the paging extension's part for this family, if any
-    peak_model: ClassVar[str | None] = None  # "module:function" building exact max batch's model (formulations/peak.py)
+    peak_model: ClassVar[type[PeakPart] | None] = None  # its part of exact max batch (formulations/peak.py)
     overlap_paging: ClassVar[bool] = False  # the overlapped paging extension (``paging-overlap``) applies to its model
     chooses_save_sets: ClassVar[bool] = False  # its plans are save sets (PyTorch's plan space: the torch.compile route)
     window_nodes: ClassVar[int | None] = None  # above this many nodes plans re-solve windows of a start (planning/lns)

@@ -76,7 +76,7 @@ def solve_exact(
     """
     if method not in EXACT_METHODS:
         raise ConfigurationError(f"unknown exact max-batch method {method!r}; choose one of {EXACT_METHODS}")
-    build_peak = peak_model_of(base, method)
+    peak_part = peak_model_of(base, method)
     scaling = graph.batch_scaling
     if scaling is None:
         raise ConfigurationError(f"graph {graph.name!r} has no batch scaling")
@@ -90,7 +90,7 @@ def solve_exact(
     per_sample = scaling.per_sample(graph)
     initial = input_order_schedule(per_sample) if start is None else start
     chain = SolveChain(get_formulation(base), backend)  # builds the peak model and solves it
-    pm = build_peak(per_sample, chain, options, initial)
+    pm = peak_part.build(per_sample, chain, options, initial)
     unit = pm.built.units.cost_unit
     cap_units = cap / unit
     if pm.built.units.cost_exact:

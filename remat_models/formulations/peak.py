@@ -1,30 +1,26 @@
 """The variable-capacity model exact max batch needs, and the capability a formulation declares to build it.
 
-A family that supports exact max batch sets ``peak_model = "module:function"`` on its formulation; the function
-``(per_sample_graph, chain, options, initial) -> PeakModel`` builds its model with a PEAK column on the family's
-solve chain (``SolveChain``: the backend looked up once, its options normalised once).
+A family that supports exact max batch declares its ``PeakPart`` subclass on its formulation (``peak_model =
+CheckmatePeak``); ``PeakPart.build(per_sample_graph, chain, options, initial) -> PeakModel`` builds its model with a
+PEAK column on the family's solve chain (``SolveChain``: the backend looked up once).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from remat_models.core.graph import Graph
-from remat_models.core.plugins import load_callable
 from remat_models.core.schedule import Schedule, input_order_schedule
 from remat_models.errors import ConfigurationError, InvalidScheduleError
 from remat_models.formulations import formulation_names, get_formulation
 from remat_models.formulations.base import BuiltModel, SolveChain
 
 log = logging.getLogger(__name__)
-
-PeakBuilder = Callable[[Graph, SolveChain, Any, Schedule], "PeakModel"]
-
 
 @dataclass
 class PeakModel:
@@ -54,19 +50,28 @@ class PeakModel:
         return self.unit * peak_units + self.offset
 
 
+class PeakPart(ABC):
+    """A family's part of exact max batch, declared as ``peak_model`` on its formulation class."""
+
+    @classmethod
+    @abstractmethod
+    def build(cls, graph: Graph, chain: SolveChain, options: Any, initial: Schedule) -> PeakModel:
+        """The family's model of the per-sample ``graph`` with a PEAK column, built on ``chain``, from ``initial``."""
+
+
 def peak_model_bases() -> list[str]:
     """The formulations that declare a peak model (the bases of exact max batch)."""
     return [name for name in formulation_names() if getattr(get_formulation(name), "peak_model", None)]
 
 
-def peak_model_of(base: str, method: str) -> PeakBuilder:
-    """The peak-model builder the formulation ``base`` declares; ConfigurationError naming the bases if none."""
+def peak_model_of(base: str, method: str) -> type[PeakPart]:
+    """The peak part the formulation ``base`` declares; ConfigurationError naming the bases if none."""
     form = get_formulation(base) if base in formulation_names() else None
-    target = getattr(form, "peak_model", None)
-    if target is None:
+    part = getattr(form, "peak_model", None)
+    if part is None:
         bases = " or ".join(peak_model_bases())
         raise ConfigurationError(f"max-batch {method} runs on {bases}, not {base!r} (use bisection)")
-    return load_callable(target)
+    return part
 
 
 def start_hints(form: Any, built: BuiltModel, initial: Schedule, graph: Graph) -> dict[str, np.ndarray]:

@@ -25,7 +25,9 @@ from remat_models.errors import ConfigurationError, SolverError
 from remat_models.formulations.base import BuiltModel, Extension, FormulationBase, SolveChain, apply_extensions
 from remat_models.formulations.moccasin.layout import IntervalValues, compute_sequence, intervals_from_sequence
 from remat_models.formulations.moccasin.model import MoccasinModel, MoccasinOptions, build_model, hint_values
+from remat_models.formulations.moccasin.peak import MoccasinPeak
 from remat_models.formulations.outcome import SolveOutcome
+from remat_models.formulations.peak import PeakPart
 from remat_models.formulations.solving import solve_model
 from remat_models.heuristics.staged_greedy import staged_greedy_sequence
 from remat_models.model import SolveResult, SolveStatus
@@ -47,7 +49,7 @@ class MoccasinFormulation(FormulationBase):
     name: ClassVar[str] = "moccasin"
     window_nodes: ClassVar[int | None] = 500  # larger graphs: windows of a start (planning/lns.py)
     paging_part: ClassVar[str | None] = "remat_models.formulations.moccasin.paging"
-    peak_model: ClassVar[str | None] = "remat_models.formulations.moccasin.peak:peak_model"
+    peak_model: ClassVar[type[PeakPart] | None] = MoccasinPeak
     options_type: ClassVar[type] = MoccasinOptions
     default_backend: ClassVar[str] = "cpsat"
 
