@@ -34,11 +34,13 @@ from remat_models.errors import ConfigurationError, RematError, SolverError
 from remat_models.formulations import formulation_names, get_formulation
 from remat_models.heuristics.recompute import forward_mask, saved_set_sequence, sequence_score
 from remat_models.heuristics.saveset import SaveSet, saveset_schedule, saveset_search
+from remat_models.planning.methods import parse_method_name
 from remat_models.planning.plan import plan
 from remat_models.torch.joint import FLOPS_PER_BYTE, JointGraph, as_partitioned, joint_graph
 from remat_models.torch.ops import is_random
 from remat_models.torch.plan_cache import DEFAULT, CacheDir, PlanCache
 from remat_models.torch.save_budget import SaveBudget, undone
+from remat_models.torch.schedule_partition import SchedulePlan, partition_schedule
 from remat_models.torch.trace import LossFn, as_tensors
 
 log = logging.getLogger(__name__)
@@ -199,34 +201,36 @@ def partition(
 
 
 class SaveSetPartitioner(CustomPartitionerFn):
-    """Inductor's ``custom_partitioner_fn``: :func:`partition` with one budget (a fresh cache key per instance)."""
+    """Inductor's ``custom_partitioner_fn`` with one budget (a fresh cache key per instance).
+
+    A save-set ``method`` (:func:`save_set_methods`) partitions with :func:`partition` (PyTorch's partitioner
+    honouring our tags); any other method's schedule is emitted as it is
+    (:func:`remat_models.torch.schedule_partition.partition_schedule`).
+    """
 
     def __init__(
         self,
         save_budget: SaveBudget,
-        record: Callable[[SavePlan], None] | None = None,
+        record: Callable[[Any], None] | None = None,
         method: str = "saveset",
         cache: PlanCache | None = None,
     ) -> None:
         self.save_budget = save_budget
         self.record = record
-        self.method = check_method(method)
-        self.cache = cache
+        self.method = method
+        self.saves = method.partition("/")[0] in save_set_methods()
+        if not self.saves:
+            parse_method_name(method)  # an unknown name fails here, not inside torch.compile
+        self.cache = cache or PlanCache(None)
         self.key = uuid.uuid4().hex
 
     def __call__(
         self, gm: fx.GraphModule, joint_inputs: Sequence[object], **kwargs: Any
     ) -> tuple[fx.GraphModule, fx.GraphModule]:
-        """Partition ``gm`` (see :func:`partition`)."""
-        return partition(
-            gm,
-            joint_inputs,
-            save_budget=self.save_budget,
-            record=self.record,
-            method=self.method,
-            cache=self.cache,
-            **kwargs,
-        )
+        """Partition ``gm`` by the save set or the schedule of ``method``."""
+        run = partition if self.saves else partition_schedule
+        settings = dict(save_budget=self.save_budget, record=self.record, method=self.method, cache=self.cache)
+        return run(gm, joint_inputs, **settings, **kwargs)
 
     def uuid(self) -> str:
         """Inductor's cache key: one per partitioner, so a cached graph of another plan is never reused."""
@@ -269,7 +273,7 @@ class CompiledStep:
         if backend not in BACKENDS:
             raise ConfigurationError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
         self.model = model
-        self.plans: list[SavePlan] = []
+        self.plans: list[SavePlan | SchedulePlan] = []
         self.partitioner = SaveSetPartitioner(save_budget, self.plans.append, method, PlanCache(cache_dir))
 
         def step(*args: torch.Tensor, n_inputs: int) -> torch.Tensor:
@@ -284,8 +288,8 @@ class CompiledStep:
         self.compiled = torch.compile(step, backend=backend_fn, options=options, dynamic=False)  # a plan per shape
 
     @property
-    def plan(self) -> SavePlan | None:
-        """The save-set plan of the latest partition (None before the first call compiles)."""
+    def plan(self) -> SavePlan | SchedulePlan | None:
+        """The plan of the latest partition (None before the first call compiles)."""
         return self.plans[-1] if self.plans else None
 
     def __call__(self, inputs: Any, targets: Any = None) -> torch.Tensor:

@@ -10,6 +10,7 @@ traffic. Random ops are not recomputable (a plan never redraws a dropout mask).
 
 from __future__ import annotations
 
+import itertools
 import operator
 from dataclasses import dataclass
 
@@ -104,10 +105,36 @@ def _ancestors(roots: list[fx.Node]) -> set[fx.Node]:
     return seen
 
 
+def _order_edges(
+    module: fx.GraphModule, nodes: list[fx.Node], reads: _Reads, forward_owners: set[int]
+) -> set[tuple[int, int]]:
+    """Edges that keep a schedule splittable into a forward and a backward, and eager's RNG order.
+
+    Each op reading a tangent comes after every forward output's owner; random ops are chained in program order.
+    """
+    tangents = {
+        storage_key(t)
+        for n in module.graph.nodes
+        if n.op == "placeholder" and n.name.startswith("tangents")
+        for t in tensors_of(n.meta.get("val"))
+    }
+    edges = {(u, v) for v, n in enumerate(nodes) if reads.reads(n) & tangents for u in forward_owners if u != v}
+    random = [v for v, n in enumerate(nodes) if is_random(n)]
+    return edges | set(itertools.pairwise(random))
+
+
 def joint_graph(
-    module: fx.GraphModule, num_fwd_outputs: int, *, flops_per_byte: float = FLOPS_PER_BYTE, name: str = "joint"
+    module: fx.GraphModule,
+    num_fwd_outputs: int,
+    *,
+    flops_per_byte: float = FLOPS_PER_BYTE,
+    name: str = "joint",
+    ordered: bool = False,
 ) -> JointGraph:
-    """Build the Graph of an AOTAutograd joint module (its first ``num_fwd_outputs`` outputs are the forward's)."""
+    """Build the Graph of an AOTAutograd joint module (its first ``num_fwd_outputs`` outputs are the forward's).
+
+    ``ordered``: with :func:`_order_edges`, for schedules emitted as the partition (a forward, then a backward).
+    """
     roles, owner = _roles(module)
     reads = _Reads(module.graph.nodes, roles)
     outputs = [a for a in next(n for n in module.graph.nodes if n.op == "output").args[0] if isinstance(a, fx.Node)]
@@ -121,6 +148,10 @@ def joint_graph(
         mem.append(sum(t.untyped_storage().nbytes() for key, t in mine.items() if key in used))
         workspace.append(sum(t.untyped_storage().nbytes() for key, t in mine.items() if key not in used))
         edges |= {(index[owner[key]], v) for key in reads.reads(node) if owner[key] not in (None, node)}
+    if ordered:
+        provided = {k for o in outputs[:num_fwd_outputs] for k in reads.provides(o)}
+        forward_owners = {index[owner[k]] for k in provided if owner[k] is not None}
+        edges |= _order_edges(module, nodes, reads, forward_owners)
     graph = Graph.from_arrays(
         names=[n.name for n in nodes],
         cost=[roofline_cost(n, flops_per_byte) for n in nodes],

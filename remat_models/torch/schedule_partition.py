@@ -1,0 +1,184 @@
+"""A partitioner that emits any schedule of the joint graph as PyTorch's forward and backward FX graphs.
+
+The joint module AOTAutograd hands the partitioner is rewritten in the schedule's order: each Compute step
+becomes a copy of its op (a recomputation is another copy, read by the steps after it), views are derived
+anew after their sources are recomputed. The schedule splits after its last forward output: the steps
+before it are the forward graph, the rest the backward graph, and the values the backward reads from the
+forward are saved (PyTorch's ``_extract_fwd_bwd_modules`` builds both graphs, as its own partitioners do).
+FX frees each value after its last use, so the order that runs is the schedule's Computes with eager frees;
+it is simulated after every partition (``SchedulePlan.emitted_peak``). Random ops are not recomputable in
+the Graph and chained in program order (:func:`remat_models.torch.joint.joint_graph` with ``ordered``), so
+no plan redraws a dropout mask and draws keep eager's order.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import operator
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from torch import fx
+from torch._functorch.partitioners import _extract_fwd_bwd_modules
+
+from remat_models.core.budget import parse_budget
+from remat_models.core.schedule import Compute, Free, Schedule, eager_frees, simulate
+from remat_models.errors import InvalidScheduleError, UnsupportedConstructError
+from remat_models.planning.plan import PlanResult
+from remat_models.torch.api import cached_plan
+from remat_models.torch.joint import FLOPS_PER_BYTE, JointGraph, as_partitioned, joint_graph
+from remat_models.torch.plan_cache import PlanCache
+from remat_models.torch.save_budget import SaveBudget
+
+log = logging.getLogger(__name__)
+STEP_KEY = "remat_node"  # meta key of an emitted op: the Graph node it computes
+
+
+@dataclass(frozen=True)
+class SchedulePlan:
+    """One partition from a schedule: the plan, and the simulator's peak and cost of the order emitted."""
+
+    budget: int
+    method: str
+    planned_peak: int  # the plan's schedule, simulated
+    emitted_peak: int  # the emitted forward + backward order, simulated with eager frees
+    cost: float
+    recomputations: int  # Compute steps beyond one per computed node
+    result: PlanResult = field(repr=False)
+    joint: JointGraph = field(repr=False)
+
+    @property
+    def fits(self) -> bool:
+        """Whether the order that runs stays within the budget."""
+        return self.emitted_peak <= self.budget
+
+
+def emitted_order(*modules: fx.GraphModule) -> list[int]:
+    """The Graph nodes the emitted modules compute, in order (a recomputation appears again)."""
+    return [n.meta[STEP_KEY] for m in modules for n in m.graph.nodes if n.op == "call_function" and STEP_KEY in n.meta]
+
+
+class _Emitter:
+    """Rewrites a joint module in a schedule's order (see the module docstring)."""
+
+    def __init__(self, module: fx.GraphModule, joint: JointGraph) -> None:
+        self.joint = joint
+        self.graph = fx.Graph()
+        self.placeholders = {n: self.graph.node_copy(n) for n in module.graph.nodes if n.op == "placeholder"}
+        self.current: dict[int, fx.Node] = {}  # Graph node -> its latest computation
+        self.items: dict[int, dict[int, fx.Node]] = {}  # Graph node of a multi-output op -> its getitems
+        self.derived: dict[fx.Node, tuple[fx.Node, tuple[fx.Node, ...]]] = {}  # view -> (new node, its inputs)
+
+    def value(self, node: fx.Node) -> fx.Node:
+        """The emitted node standing for original ``node`` now: a placeholder, a computation, or a derived view."""
+        if node in self.placeholders:
+            return self.placeholders[node]
+        v = self.joint.index.get(node.name)
+        if v is not None:
+            if v not in self.current:
+                raise InvalidScheduleError(f"{node.name!r} is read but not computed")
+            return self.current[v]
+        source = node.args[0] if node.target is operator.getitem else None
+        if isinstance(source, fx.Node) and source.name in self.joint.index:
+            return self.items[self.joint.index[source.name]][node.args[1]]  # type: ignore[index]
+        inputs = tuple(self.value(n) for n in node.all_input_nodes)
+        found = self.derived.get(node)
+        if found is None or found[1] != inputs:
+            found = (self.graph.node_copy(node, self.value), inputs)
+            self.derived[node] = found
+        return found[0]
+
+    def compute(self, v: int) -> None:
+        """Emit Graph node v's op, reading the current values of its inputs."""
+        node = self.joint.fx_nodes[v]
+        new = self.graph.node_copy(node, self.value)
+        new.meta[STEP_KEY] = v
+        self.current[v] = new
+        values = node.meta.get("val")
+        if isinstance(values, (tuple, list)):
+            self.items[v] = {}
+            for k, item in enumerate(values):
+                self.items[v][k] = getitem = self.graph.call_function(operator.getitem, (new, k))
+                getitem.meta["val"] = item
+
+
+def emit(module: fx.GraphModule, joint: JointGraph, schedule: Schedule, num_fwd_outputs: int) -> tuple[
+    fx.GraphModule, fx.GraphModule
+]:
+    """The forward and backward modules running ``schedule`` of ``joint`` (a Graph of ``module``)."""
+    if any(not isinstance(step, (Compute, Free)) or (isinstance(step, Compute) and step.impl) for step in schedule):
+        raise UnsupportedConstructError("the compiled route runs Compute and Free steps only (no offload, no impls)")
+    output = next(n for n in module.graph.nodes if n.op == "output")
+    outputs = list(output.args[0])
+    emitter = _Emitter(module, joint)
+    owners = {v for o in outputs[:num_fwd_outputs] for v in joint.owners.get(o, ())}
+    computes = [step.node for step in schedule if isinstance(step, Compute)]
+    split = max((k for k, v in enumerate(computes) if v in owners), default=-1) + 1
+    for v in computes[:split]:
+        emitter.compute(v)
+    forward_outputs = [emitter.value(o) if isinstance(o, fx.Node) else o for o in outputs[:num_fwd_outputs]]
+    forward_nodes = set(emitter.graph.nodes)
+    emitter.derived.clear()  # the backward derives its own views: a saved value is a computation or an input
+    for v in computes[split:]:
+        emitter.compute(v)
+    backward_outputs = [emitter.value(o) if isinstance(o, fx.Node) else o for o in outputs[num_fwd_outputs:]]
+    new_output = emitter.graph.output([*forward_outputs, *backward_outputs])
+    new_output.meta = copy.copy(output.meta)
+    saved: dict[fx.Node, None] = {}
+    readers = [n for n in emitter.graph.nodes if n not in forward_nodes and n.op == "call_function"]
+    for node in [*(i for n in readers for i in n.all_input_nodes), *backward_outputs]:
+        if node in forward_nodes and not node.name.startswith("tangents"):
+            saved[node] = None
+    joint_module = fx.GraphModule(module, emitter.graph)
+    return _extract_fwd_bwd_modules(
+        joint_module, list(saved), [], num_fwd_outputs=num_fwd_outputs, ignore_must_be_in_fw_bw=True
+    )
+
+
+def partition_schedule(
+    module: fx.GraphModule,
+    joint_inputs: Sequence[object],
+    *,
+    save_budget: SaveBudget,
+    num_fwd_outputs: int,
+    method: str,
+    cache: PlanCache,
+    record: Callable[[SchedulePlan], None] | None = None,
+    flops_per_byte: float = FLOPS_PER_BYTE,
+    time_limit: float | None = None,
+    **kwargs: Any,
+) -> tuple[fx.GraphModule, fx.GraphModule]:
+    """Plan the joint graph of ``module`` with ``method`` within ``save_budget`` and emit the schedule."""
+    as_partitioned(module)
+    joint = joint_graph(module, num_fwd_outputs, flops_per_byte=flops_per_byte, ordered=True)
+    graph = joint.graph
+    given = parse_budget(save_budget.budget, graph) if save_budget.activation is None else None  # type: ignore[arg-type]
+    result = cached_plan(
+        graph, given, save_budget.activation, method, time_limit=time_limit, cache=cache, allow_over_budget=True
+    )
+    if result.schedule is None or result.simulation is None:
+        raise InvalidScheduleError(f"{result.method} returned no schedule ({result.status.value})")
+    forward, backward = emit(module, joint, result.schedule, num_fwd_outputs)
+    order = emitted_order(forward, backward)
+    emitted = simulate(graph, eager_frees(graph, order))
+    plan = SchedulePlan(
+        budget=result.budget,
+        method=result.method,
+        planned_peak=result.simulation.peak,
+        emitted_peak=emitted.peak,
+        cost=emitted.total_cost,
+        recomputations=len(order) - len(set(order)),
+        result=result,
+        joint=joint,
+    )
+    log.info(
+        "schedule partition (%s): budget %d B, plan %d B, emitted order %d B, %d recomputations",
+        plan.method, plan.budget, plan.planned_peak, plan.emitted_peak, plan.recomputations,
+    )
+    if not plan.fits:
+        log.warning("the emitted order peaks at %d B, over the budget of %d B", plan.emitted_peak, plan.budget)
+    if record is not None:
+        record(plan)
+    return forward, backward
