@@ -41,7 +41,7 @@ BUDGETS = (1.0, 0.75, 0.5, 0.25, 0.1, 0.0)
 SEED = 1234
 MIB = 2**20
 ZOO_FILE = Path(__file__).resolve().parents[1] / "examples" / "zoo.py"
-SYSTEMS = ("pytorch", "ours-matched", "ours-compile", "ours-sac")
+SYSTEMS = ("pytorch", "ours-matched", "ours-compile", "ours-schedule", "ours-sac")
 DROPOUT = 0.1  # the "-dropout" variants set every nn.Dropout to this and train
 
 
@@ -125,8 +125,16 @@ def measure(
     return peak, counter.get_total_flops(), seconds, eager_seconds, error
 
 
-def run_model(zoo: Any, name: str, backend: str, repeats: int, budgets: tuple[float, ...]) -> list[Row]:
-    """Every system at every budget on one model."""
+def run_model(
+    zoo: Any,
+    name: str,
+    backend: str,
+    repeats: int,
+    budgets: tuple[float, ...],
+    systems: tuple[str, ...] = SYSTEMS,
+    method: str = "auto",
+) -> list[Row]:
+    """Every system at every budget on one model (``ours-schedule``: ``rt.compile`` running ``method``'s schedule)."""
     model, inputs, targets, loss_fn = build(zoo, name)
 
     def eager() -> None:
@@ -140,22 +148,30 @@ def run_model(zoo: Any, name: str, backend: str, repeats: int, budgets: tuple[fl
 
     pytorch_backend = "aot_eager_decomp_partition" if backend == "aot_eager" else "inductor"
     for budget in budgets:
-        torch._dynamo.reset()
-        with functorch_config.patch(activation_memory_budget=budget):
-            theirs = torch.compile(lambda x, y: loss_fn(model(x), y), backend=pytorch_backend)
-            add("pytorch", budget, lambda c=theirs: c(inputs, targets).backward())
-        matched = rows[-1].peak  # ours within the bytes PyTorch's plan measured at this budget
-        torch._dynamo.reset()
-        same = rt.compile(model, inputs, loss_fn, targets, budget=matched, backend=backend)
-        add("ours-matched", budget, lambda c=same: c(inputs, targets).backward(), same.plan and same.plan.emitted_peak)
-        torch._dynamo.reset()
-        ours = rt.compile(model, inputs, loss_fn, targets, activation_budget=budget, backend=backend)
-        add("ours-compile", budget, lambda c=ours: c(inputs, targets).backward(), ours.plan and ours.plan.emitted_peak)
-        plan = rt.sac_plan(model, inputs, loss_fn, targets, activation_budget=budget)
-        checkpointed = rt.checkpointed(model, plan)
-        add("ours-sac", budget, lambda r=checkpointed: loss_fn(r(inputs), targets).backward(), plan.predicted_peak)
-        done = ", ".join(f"{r.system} {r.peak / MIB:.1f} (predicted {(r.predicted or 0) / MIB:.1f})" for r in rows[-4:])
-        print(f"{name} b={budget}: {done} MiB", flush=True)
+        done = len(rows)
+        matched = None
+        if "pytorch" in systems:
+            torch._dynamo.reset()
+            with functorch_config.patch(activation_memory_budget=budget):
+                theirs = torch.compile(lambda x, y: loss_fn(model(x), y), backend=pytorch_backend)
+                add("pytorch", budget, lambda c=theirs: c(inputs, targets).backward())
+            matched = rows[-1].peak  # ours within the bytes PyTorch's plan measured at this budget
+        compiled = {
+            "ours-matched": dict(budget=matched),
+            "ours-compile": dict(activation_budget=budget),
+            "ours-schedule": dict(activation_budget=budget, method=method),
+        }
+        for system, settings in compiled.items():
+            if system in systems and (system != "ours-matched" or matched is not None):
+                torch._dynamo.reset()
+                ours = rt.compile(model, inputs, loss_fn, targets, backend=backend, cache_dir=None, **settings)
+                add(system, budget, lambda c=ours: c(inputs, targets).backward(), ours.plan and ours.plan.emitted_peak)
+        if "ours-sac" in systems:
+            plan = rt.sac_plan(model, inputs, loss_fn, targets, activation_budget=budget)
+            checkpointed = rt.checkpointed(model, plan)
+            add("ours-sac", budget, lambda r=checkpointed: loss_fn(r(inputs), targets).backward(), plan.predicted_peak)
+        cells = [f"{r.system} {r.peak / MIB:.1f} (predicted {(r.predicted or 0) / MIB:.1f})" for r in rows[done:]]
+        print(f"{name} b={budget}: {', '.join(cells)} MiB", flush=True)
     return rows
 
 
@@ -173,6 +189,8 @@ def table(rows: list[Row], budgets: tuple[float, ...]) -> str:
         )
         for system in SYSTEMS:
             mine = {r.budget: r for r in rows if r.model == model and r.system == system}
+            if not mine:
+                continue
             cells = [
                 f"{r.peak / eager.peak:.2f} / {r.flops / eager.flops:.2f} / {r.seconds / r.eager_seconds:.2f}"
                 for r in (mine[b] for b in budgets)
@@ -213,6 +231,8 @@ def main() -> None:
     parser.add_argument("--backend", choices=("aot_eager", "inductor"), default="aot_eager")
     parser.add_argument("--budgets", default=",".join(map(str, BUDGETS)))
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--systems", default=",".join(SYSTEMS), help=f"of {', '.join(SYSTEMS)}")
+    parser.add_argument("--method", default="auto", help="the planner of ours-schedule")
     parser.add_argument("-o", "--output", type=Path, help="JSON lines of every row")
     parser.add_argument("--plot", type=Path, help="PNG of peak vs FLOPs and vs time")
     parser.add_argument("--replot", type=Path, help="read the rows of an earlier -o file instead of measuring")
@@ -228,7 +248,7 @@ def main() -> None:
         return
     rows: list[Row] = []
     for name in args.models.split(","):  # results are written after each model
-        rows += run_model(zoo, name, args.backend, args.repeats, budgets)
+        rows += run_model(zoo, name, args.backend, args.repeats, budgets, tuple(args.systems.split(",")), args.method)
         if args.output:
             args.output.write_text("".join(json.dumps(asdict(r)) + "\n" for r in rows))
         if args.plot:

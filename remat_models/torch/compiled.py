@@ -29,6 +29,7 @@ from torch._inductor.custom_graph_pass import CustomPartitionerFn
 from torch.utils.checkpoint import CheckpointPolicy
 
 from remat_models.core.graph import Graph
+from remat_models.core.limits import check_time_limit
 from remat_models.core.schedule import Compute, simulate
 from remat_models.errors import ConfigurationError, RematError, SolverError
 from remat_models.formulations import formulation_names, get_formulation
@@ -214,8 +215,10 @@ class SaveSetPartitioner(CustomPartitionerFn):
         record: Callable[[Any], None] | None = None,
         method: str = "saveset",
         cache: PlanCache | None = None,
+        time_limit: float | None = None,
     ) -> None:
         self.save_budget = save_budget
+        self.time_limit = time_limit
         self.record = record
         self.method = method
         self.saves = method.partition("/")[0] in save_set_methods()
@@ -228,9 +231,10 @@ class SaveSetPartitioner(CustomPartitionerFn):
         self, gm: fx.GraphModule, joint_inputs: Sequence[object], **kwargs: Any
     ) -> tuple[fx.GraphModule, fx.GraphModule]:
         """Partition ``gm`` by the save set or the schedule of ``method``."""
-        run = partition if self.saves else partition_schedule
         settings = dict(save_budget=self.save_budget, record=self.record, method=self.method, cache=self.cache)
-        return run(gm, joint_inputs, **settings, **kwargs)
+        if self.saves:
+            return partition(gm, joint_inputs, **settings, **kwargs)
+        return partition_schedule(gm, joint_inputs, time_limit=self.time_limit, **settings, **kwargs)
 
     def uuid(self) -> str:
         """Inductor's cache key: one per partitioner, so a cached graph of another plan is never reused."""
@@ -269,12 +273,15 @@ class CompiledStep:
         backend: Backend = "inductor",
         method: str = "saveset",
         cache_dir: CacheDir = DEFAULT,
+        time_limit: float | None = None,
     ) -> None:
         if backend not in BACKENDS:
             raise ConfigurationError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
         self.model = model
         self.plans: list[SavePlan | SchedulePlan] = []
-        self.partitioner = SaveSetPartitioner(save_budget, self.plans.append, method, PlanCache(cache_dir))
+        self.partitioner = SaveSetPartitioner(
+            save_budget, self.plans.append, method, PlanCache(cache_dir), check_time_limit(time_limit)
+        )
 
         def step(*args: torch.Tensor, n_inputs: int) -> torch.Tensor:
             return loss_fn(model(*args[:n_inputs]), *args[n_inputs:])
@@ -312,17 +319,21 @@ def compile(
     backend: Backend = "inductor",
     method: str = "saveset",
     cache_dir: CacheDir = DEFAULT,
+    time_limit: float | None = None,
 ) -> CompiledStep:
-    """Compile a training step whose saved activations are our save-set plan within the budget.
+    """Compile a training step that runs our plan of its joint graph within the budget.
 
     Compiles on the example batch at once (one forward, its RNG draws and buffer updates undone), so
-    ``step.plan`` tells the saved set and peaks before training starts. ``method``: ``saveset`` (the
-    heuristic) or ``saveset-exact[/BACKEND]`` (the exact formulation, for small joint graphs). The save set
+    ``step.plan`` tells the plan and peaks before training starts. ``method``: ``saveset`` (the heuristic)
+    or ``saveset-exact[/BACKEND]`` (the exact formulation, for small joint graphs) choose a save set that
+    PyTorch's partitioner runs (``SavePlan``); any other method of ``remat methods`` (``auto``,
+    ``checkmate/highs``, ``chen-greedy``, ...) plans a schedule that is emitted as it is, recomputations
+    included (``SchedulePlan``; planning within ``time_limit``, default ``api.PLAN_SECONDS``). The plan
     is stored in ``cache_dir`` (:mod:`remat_models.torch.plan_cache`; default the user's cache folder, None:
     no cache), keyed by the joint graph's hash, the budget, the method and the versions, and a later process
     compiling the same step reuses it once validated (logged "plan cache: reusing ...") instead of planning.
     """
-    step = CompiledStep(model, loss_fn, SaveBudget(budget, activation_budget), backend, method, cache_dir)
+    step = CompiledStep(model, loss_fn, SaveBudget(budget, activation_budget), backend, method, cache_dir, time_limit)
     with undone(model), torch.enable_grad():
         step(example_inputs, targets)
     return step

@@ -131,10 +131,11 @@ def emit(module: fx.GraphModule, joint: JointGraph, schedule: Schedule, num_fwd_
     for node in [*(i for n in readers for i in n.all_input_nodes), *backward_outputs]:
         if node in forward_nodes and not node.name.startswith("tangents"):
             saved[node] = None
+    for node in emitter.graph.nodes:  # no op moves across the split (PyTorch would copy one whose inputs are saved)
+        if node.op == "call_function":
+            node.meta["partitioner_tag"] = "must_be_in_forward" if node in forward_nodes else "must_be_in_backward"
     joint_module = fx.GraphModule(module, emitter.graph)
-    return _extract_fwd_bwd_modules(
-        joint_module, list(saved), [], num_fwd_outputs=num_fwd_outputs, ignore_must_be_in_fw_bw=True
-    )
+    return _extract_fwd_bwd_modules(joint_module, list(saved), [], num_fwd_outputs=num_fwd_outputs)
 
 
 def partition_schedule(
