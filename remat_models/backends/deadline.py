@@ -81,7 +81,7 @@ TimedT = TypeVar("TimedT", bound=_Timed)
 
 
 def limit_killed_at(seconds: float) -> float:
-    """The time limit whose child :func:`hard_deadline` kills after ``seconds`` (at least 0.1 s)."""
+    """The time limit whose child :func:`hard_deadline` kills after ``seconds`` (at least 0.1 s: later below 1.1 s)."""
     return max(0.1, (seconds - GRACE_SECONDS) / (1.0 + GRACE_SHARE))
 
 

@@ -110,7 +110,7 @@ class PyomoBackend(LoweringBackend):
 
     @classmethod
     def available(cls) -> bool:
-        """Pyomo is importable and its default solver (appsi_highs) runs."""
+        """Pyomo is importable and its default solver (appsi_highs) is installed (highspy)."""
         return super().available() and _solver_available(DEFAULT_SOLVER)
 
     def solve(
