@@ -284,12 +284,12 @@ def cached_plan(
     """``plan()`` of ``graph`` within ``budget`` bytes (or ``activation_budget``), through ``cache``.
 
     A method that takes a time limit gets ``PLAN_SECONDS`` when ``time_limit`` is None (the activation
-    budget's floor counts against it). A plan that fits is stored; a stored one is reused once validated.
+    budget's floor counts against it) and, only if that plan does not fit, a second run with the method's own
+    default time. A plan that fits is stored; a stored one is reused once validated.
     """
     time_limit = check_time_limit(time_limit)
     ref = resolve_method(method, options.get("formulation"), options.get("backend"), options.get("approx"))
-    if time_limit is None and ref.takes_time_limit:
-        time_limit = PLAN_SECONDS
+    short = time_limit is None and ref.takes_time_limit
     key = cache.key(
         kind="schedule",
         graph=graph.content_hash,
@@ -304,9 +304,15 @@ def cached_plan(
         return result
     started = time.monotonic()
     limit = budget if budget is not None else activation_bytes(graph, activation_budget)  # type: ignore[arg-type]
-    if budget is None and time_limit is not None:
-        time_limit = max(time_limit - (time.monotonic() - started), LEAST_SLICE)
-    result = plan_graph(graph, limit, method, allow_over_budget=allow_over_budget, time_limit=time_limit, **options)
+    seconds = PLAN_SECONDS if short else time_limit
+    if budget is None and seconds is not None:
+        seconds = max(seconds - (time.monotonic() - started), LEAST_SLICE)
+    first_over = short or allow_over_budget
+    result = plan_graph(graph, limit, method, allow_over_budget=first_over, time_limit=seconds, **options)
+    if short and (result.simulation is None or not result.simulation.fits(limit)):
+        why = "%s: nothing within %d B in %.0f s; planning again with the method's own time"
+        log.info(why, ref.label, limit, PLAN_SECONDS)
+        result = plan_graph(graph, limit, method, allow_over_budget=allow_over_budget, **options)
     if result.schedule is not None and result.simulation is not None and result.simulation.fits(limit):
         stored = schedule_to_dict(result.schedule, graph)
         cache.store(key, {"schedule": stored, "budget": limit, "method": result.method})
