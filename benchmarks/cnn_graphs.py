@@ -1,6 +1,7 @@
 """Training CNNs of 50-200 nodes, traced to graphs (issue #31: H-ILP within 1.05 x of Checkmate's optimum at 80 %).
 
-VGG-11 and VGG-19 (torchvision's layer lists, BatchNorm-free, a quarter of the channels, 64 images of 64x64), the examples' ResNet and U-Net, and a
+VGG-11 and VGG-19 (torchvision's layer lists, BatchNorm-free, a quarter of the channels, 64 images of 64x64),
+the examples' ResNet and U-Net, and a
 MobileNet-style stack of depthwise-separable blocks, each traced with fake tensors (FLOP costs) and written as
 ``NAME.json``. The graphs are read by ``benchmarks/hilp_bench.py --graphs cnn:NAME`` (from ``benchmarks/cnn``).
 
