@@ -39,6 +39,7 @@ MAX_BLOCKS = 80  # adjacent blocks merge, smallest first, down to this many (the
 BUCKETS = 400  # memory units per budget
 MAX_UNITS = 1600  # the table's memory axis stops here (storing four budgets never fits)
 SCAN = 16  # storage limits scored on each side of the bisection's last, and from the smallest if none fits
+SAVE_SET_NODES = 2000  # above: no save-set options (its search takes seconds per level: 40 s at 9.6k nodes)
 SAVE_SET_LEVELS = (0.25, 0.5, 0.75, 1.0)  # options per block from the save-set search at these shares of the budget
 EXACT_PROBLEMS = 8  # distinct repeated blocks whose kept values are solved exactly (the zoo's models have 2-8)
 DROP_SHARES = (0.0, 0.25, 0.5, 0.75)  # and dropping these shares of its stored bytes, cheapest per unit of cost first
@@ -324,7 +325,7 @@ def rotor_search(graph: Graph, budget: int) -> np.ndarray | None:
     chain = block_chain(graph)
     if chain is None:
         return None
-    options = _options(graph, chain, _save_sets(graph, budget))
+    options = _options(graph, chain, _save_sets(graph, budget) if graph.n <= SAVE_SET_NODES else [])
     unit = max(1, -(-budget // BUCKETS))
     found = [plan for transient in (False, True) for plan in _limits(graph, budget, chain, options, unit, transient)]
     log.info("rotor on %s: %d blocks, %d plans simulated", graph.name, chain.length, len(found))
