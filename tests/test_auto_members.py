@@ -35,6 +35,8 @@ def test_above_hilp_nodes_the_exact_worker_runs_hilp_from_the_portfolio() -> Non
     assert checked.peak <= budget
     members = {m["method"]: m for m in result.details["portfolio"]}
     assert "hilp/highs" in members  # then Moccasin's windows from the best so far, if time is left
+    start = members["warm start"]  # the exact worker's own start is a member: auto never returns above it
+    assert start["process"] == members["hilp/highs"]["process"] and checked.total_cost <= start["total_cost"]
     if "moccasin/cpsat" in members:
         moccasin = members["moccasin/cpsat"]
         assert moccasin["peak"] <= budget and moccasin["total_cost"] <= members["hilp/highs"]["total_cost"]

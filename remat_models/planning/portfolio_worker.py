@@ -173,8 +173,11 @@ def _exact(conn: Connection, job: dict[str, Any], total: float) -> None:
         if _poll(conn, min(job["wait"], _seconds_left(job, total))):
             candidates.append(conn.recv()["init"])
     else:  # its own start, and the portfolio's best by then (FastSA's worker has often reported)
+        started = time.perf_counter()
         own = auto_init(graph, budget, seed=job["seed"], time_limit=total)
         candidates = [own.schedule] if own is not None else []
+        if own is not None:  # a member of its own: auto never returns above the exact solves' start
+            _send(conn, "warm start", own.schedule, seconds=time.perf_counter() - started)
         candidates += _portfolio_best(conn, min(ASK_SECONDS, max(0.0, _seconds_left(job, total))))
     found = cheapest_fitting(graph, budget, candidates)
     start = None if found is None else found.schedule
