@@ -10,7 +10,8 @@ The portfolio (:mod:`remat_models.planning.portfolio_worker` runs its members) s
   nothing; H-ILP never returns worse than its start and refines around it). Below ``INIT_FASTSA_NODES``
   nodes it starts from FastSA's schedule if FastSA reports within ``wait_share`` of the limit (else from
   the fast baselines); from there on from the cheaper of ``auto_init``'s (its own short FastSA run, as
-  ``remat solve -f moccasin`` would start) and the portfolio's best by then, which it asks this process for;
+  ``remat solve -f moccasin`` would start; reported at once as the member ``warm start``) and the portfolio's
+  best by then, which it asks this process for;
 - this process plans the fallbacks meanwhile: the saved-set knapsack while the workers import, then Chen's
   greedy within ``INIT_SHARE`` of the limit (or while nothing fits).
   Given a transfer model (option ``transfer``, ``plan(..., transfer=...)``) every member is simulated
