@@ -9,7 +9,8 @@ torch = pytest.importorskip("torch")
 from torch_steps import seeded_grads  # noqa: E402
 
 import remat_models.torch as rt  # noqa: E402
-from remat_models.core.schedule import Compute, eager_frees, simulate  # noqa: E402
+from remat_models.core.schedule import Compute, Offload, eager_frees, simulate  # noqa: E402
+from remat_models.core.transfer import TransferModel  # noqa: E402
 from remat_models.errors import ConfigurationError  # noqa: E402
 from remat_models.torch.schedule_partition import SchedulePlan  # noqa: E402
 
@@ -50,7 +51,34 @@ def test_a_schedule_runs_compiled_as_planned(mlp, method: str, share: float) -> 
     assert plan.recomputations > 0  # these budgets need recomputation: the backward graph runs ops again
 
 
-def test_an_unknown_method_is_a_configuration_error(mlp) -> None:
+def test_a_three_way_plan_runs_compiled_with_host_copies(mlp) -> None:
+    """Offload/Prefetch steps are copies to the host and back in the graphs; the emitted order is the plan's."""
+    model, inputs, targets, loss_fn, (eager_loss, eager_grads) = mlp
+    transfer = TransferModel(out_bw=1e6, in_bw=1e6, host_capacity=1 << 30)
+    step = rt.compile(
+        model, inputs, loss_fn, targets, activation_budget=0.0, backend="aot_eager", method="three-way",
+        transfer=transfer, cache_dir=None,
+    )
+    loss, grads = seeded_grads(model, lambda: step(inputs, targets))
+    torch.testing.assert_close(loss, eager_loss)
+    for got, want in zip(grads, eager_grads, strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)
+    plan = step.plan
+    planned = simulate(plan.joint.graph, plan.result.schedule, transfer)
+    assert plan.offloads == sum(isinstance(s, Offload) for s in plan.result.schedule) > 0
+    assert planned.peak == plan.planned_peak == plan.emitted_peak <= plan.budget
+
+
+@pytest.mark.parametrize(
+    ("method", "transfer", "message"),
+    [
+        ("no-such-method", None, "no-such-method"),
+        ("saveset", TransferModel(out_bw=1e6, in_bw=1e6), "never offloads"),
+    ],
+)
+def test_bad_methods_are_configuration_errors(mlp, method: str, transfer, message: str) -> None:
     model, inputs, targets, loss_fn, _ = mlp
-    with pytest.raises(ConfigurationError, match="no-such-method"):
-        rt.compile(model, inputs, loss_fn, targets, budget="80%", backend="aot_eager", method="no-such-method")
+    with pytest.raises(ConfigurationError, match=message):
+        rt.compile(
+            model, inputs, loss_fn, targets, budget="80%", backend="aot_eager", method=method, transfer=transfer
+        )

@@ -31,6 +31,7 @@ from torch.utils.checkpoint import CheckpointPolicy
 from remat_models.core.graph import Graph
 from remat_models.core.limits import check_time_limit
 from remat_models.core.schedule import Compute, simulate
+from remat_models.core.transfer import TransferModel
 from remat_models.errors import ConfigurationError, RematError, SolverError
 from remat_models.formulations import formulation_names, get_formulation
 from remat_models.heuristics.recompute import forward_mask, saved_set_sequence, sequence_score
@@ -216,14 +217,18 @@ class SaveSetPartitioner(CustomPartitionerFn):
         method: str = "saveset",
         cache: PlanCache | None = None,
         time_limit: float | None = None,
+        transfer: TransferModel | None = None,
     ) -> None:
         self.save_budget = save_budget
         self.time_limit = time_limit
+        self.transfer = transfer
         self.record = record
         self.method = method
         self.saves = method.partition("/")[0] in save_set_methods()
         if not self.saves:
             parse_method_name(method)  # an unknown name fails here, not inside torch.compile
+        elif transfer is not None:
+            raise ConfigurationError(f"{method} chooses save sets and never offloads; a transfer model needs another")
         self.cache = cache or PlanCache(None)
         self.key = uuid.uuid4().hex
 
@@ -234,7 +239,8 @@ class SaveSetPartitioner(CustomPartitionerFn):
         settings = dict(save_budget=self.save_budget, record=self.record, method=self.method, cache=self.cache)
         if self.saves:
             return partition(gm, joint_inputs, **settings, **kwargs)
-        return partition_schedule(gm, joint_inputs, time_limit=self.time_limit, **settings, **kwargs)
+        extra = dict(time_limit=self.time_limit, transfer=self.transfer)
+        return partition_schedule(gm, joint_inputs, **extra, **settings, **kwargs)
 
     def uuid(self) -> str:
         """Inductor's cache key: one per partitioner, so a cached graph of another plan is never reused."""
@@ -274,13 +280,14 @@ class CompiledStep:
         method: str = "saveset",
         cache_dir: CacheDir = DEFAULT,
         time_limit: float | None = None,
+        transfer: TransferModel | None = None,
     ) -> None:
         if backend not in BACKENDS:
             raise ConfigurationError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
         self.model = model
         self.plans: list[SavePlan | SchedulePlan] = []
         self.partitioner = SaveSetPartitioner(
-            save_budget, self.plans.append, method, PlanCache(cache_dir), check_time_limit(time_limit)
+            save_budget, self.plans.append, method, PlanCache(cache_dir), check_time_limit(time_limit), transfer
         )
 
         def step(*args: torch.Tensor, n_inputs: int) -> torch.Tensor:
@@ -320,6 +327,7 @@ def compile(
     method: str = "saveset",
     cache_dir: CacheDir = DEFAULT,
     time_limit: float | None = None,
+    transfer: TransferModel | None = None,
 ) -> CompiledStep:
     """Compile a training step that runs our plan of its joint graph within the budget.
 
@@ -328,12 +336,14 @@ def compile(
     or ``saveset-exact[/BACKEND]`` (the exact formulation, for small joint graphs) choose a save set that
     PyTorch's partitioner runs (``SavePlan``); any other method of ``remat methods`` (``auto``,
     ``checkmate/highs``, ``chen-greedy``, ...) plans a schedule that is emitted as it is, recomputations
-    included (``SchedulePlan``; planning within ``time_limit``, default ``api.PLAN_SECONDS``). The plan
-    is stored in ``cache_dir`` (:mod:`remat_models.torch.plan_cache`; default the user's cache folder, None:
-    no cache), keyed by the joint graph's hash, the budget, the method and the versions, and a later process
-    compiling the same step reuses it once validated (logged "plan cache: reusing ...") instead of planning.
+    included (``SchedulePlan``; planning within ``time_limit``, default ``api.PLAN_SECONDS``; with a
+    ``transfer`` model its Offload/Prefetch steps are host copies in the graph). The plan is stored in
+    ``cache_dir`` (:mod:`remat_models.torch.plan_cache`; default the user's cache folder, None: no cache),
+    keyed by the joint graph's hash, the budget, the method and the versions, and a later process compiling
+    the same step reuses it once validated (logged "plan cache: reusing ...") instead of planning.
     """
-    step = CompiledStep(model, loss_fn, SaveBudget(budget, activation_budget), backend, method, cache_dir, time_limit)
+    settings = SaveBudget(budget, activation_budget), backend, method, cache_dir, time_limit, transfer
+    step = CompiledStep(model, loss_fn, *settings)
     with undone(model), torch.enable_grad():
         step(example_inputs, targets)
     return step

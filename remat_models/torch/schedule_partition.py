@@ -16,15 +16,19 @@ from __future__ import annotations
 import copy
 import logging
 import operator
+from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
 from torch import fx
 from torch._functorch.partitioners import _extract_fwd_bwd_modules
 
 from remat_models.core.budget import parse_budget
-from remat_models.core.schedule import Compute, Free, Schedule, eager_frees, simulate
+from remat_models.core.graph import Graph
+from remat_models.core.schedule import Compute, Free, FreeHost, Offload, Prefetch, Schedule, Step, simulate
+from remat_models.core.transfer import TransferModel
 from remat_models.errors import InvalidScheduleError, UnsupportedConstructError
 from remat_models.planning.plan import PlanResult
 from remat_models.torch.api import cached_plan
@@ -46,6 +50,7 @@ class SchedulePlan:
     emitted_peak: int  # the emitted forward + backward order, simulated with eager frees
     cost: float
     recomputations: int  # Compute steps beyond one per computed node
+    offloads: int  # Offload steps (host copies; each read back by a Prefetch)
     result: PlanResult = field(repr=False)
     joint: JointGraph = field(repr=False)
 
@@ -55,9 +60,40 @@ class SchedulePlan:
         return self.emitted_peak <= self.budget
 
 
-def emitted_order(*modules: fx.GraphModule) -> list[int]:
-    """The Graph nodes the emitted modules compute, in order (a recomputation appears again)."""
+def emitted_steps(*modules: fx.GraphModule) -> list[Compute | Offload | Prefetch]:
+    """The Compute, Offload and Prefetch steps the emitted modules run, in order (a recomputation appears again)."""
     return [n.meta[STEP_KEY] for m in modules for n in m.graph.nodes if n.op == "call_function" and STEP_KEY in n.meta]
+
+
+def last_use_frees(graph: Graph, steps: Sequence[Compute | Offload | Prefetch]) -> Schedule:
+    """``steps`` with the frees FX code makes: each value dropped after its last use.
+
+    A device value goes after its last read (a Compute reading it, or its Offload) before it is produced again
+    (or right after it is produced, if nothing reads it), unless it is a graph output; a host copy after its
+    last Prefetch. With Computes only this is :func:`eager_frees`.
+    """
+    outputs = set(graph.outputs.tolist())
+    after: dict[int, list[Step]] = defaultdict(list)
+    device: dict[int, int] = {}  # value -> step of its last read in its current lifetime
+    host: dict[int, int] = {}
+    for k, step in enumerate(steps):
+        v = step.node
+        if isinstance(step, Compute):
+            for u in graph.preds(v).tolist():
+                device[u] = k
+        if isinstance(step, (Compute, Prefetch)) and v in device:
+            after[device.pop(v)].append(Free(v))
+        if isinstance(step, Offload) and v in host:
+            after[host.pop(v)].append(FreeHost(v))
+        device[v] = k
+        if not isinstance(step, Compute):
+            host[v] = k
+    for v, k in device.items():
+        if v not in outputs:
+            after[k].append(Free(v))
+    for v, k in host.items():
+        after[k].append(FreeHost(v))
+    return Schedule(tuple(s for k, step in enumerate(steps) for s in (step, *after[k])))
 
 
 class _Emitter:
@@ -67,7 +103,8 @@ class _Emitter:
         self.joint = joint
         self.graph = fx.Graph()
         self.placeholders = {n: self.graph.node_copy(n) for n in module.graph.nodes if n.op == "placeholder"}
-        self.current: dict[int, fx.Node] = {}  # Graph node -> its latest computation
+        self.current: dict[int, fx.Node] = {}  # Graph node -> its latest computation (or prefetch)
+        self.host: dict[int, fx.Node] = {}  # Graph node -> its latest host copy
         self.items: dict[int, dict[int, fx.Node]] = {}  # Graph node of a multi-output op -> its getitems
         self.derived: dict[fx.Node, tuple[fx.Node, tuple[fx.Node, ...]]] = {}  # view -> (new node, its inputs)
 
@@ -90,11 +127,35 @@ class _Emitter:
             self.derived[node] = found
         return found[0]
 
+    def step(self, step: Step) -> None:
+        """Emit a Compute, Offload or Prefetch step (frees are the code's own, at last use)."""
+        if isinstance(step, Compute):
+            self.compute(step.node)
+        elif isinstance(step, (Offload, Prefetch)):
+            self.copy(step)
+
+    def copy(self, step: Offload | Prefetch) -> None:
+        """An Offload copies the value to the host; a Prefetch copies the host copy back to the device."""
+        v = step.node
+        if v in self.items:
+            raise UnsupportedConstructError(f"offloading {self.joint.graph.names[v]!r}: an op with several outputs")
+        source = self.current[v] if isinstance(step, Offload) else self.host[v]
+        val = self.joint.fx_nodes[v].meta["val"]
+        device = torch.device("cpu") if isinstance(step, Offload) else val.device
+        new = self.graph.call_function(torch.ops.aten._to_copy.default, (source,), {"device": device})
+        with val.fake_mode:
+            new.meta["val"] = val.to(device, copy=True)
+        new.meta[STEP_KEY] = step
+        if isinstance(step, Offload):
+            self.host[v] = new
+        else:
+            self.current[v] = new
+
     def compute(self, v: int) -> None:
         """Emit Graph node v's op, reading the current values of its inputs."""
         node = self.joint.fx_nodes[v]
         new = self.graph.node_copy(node, self.value)
-        new.meta[STEP_KEY] = v
+        new.meta[STEP_KEY] = Compute(v)
         self.current[v] = new
         values = node.meta.get("val")
         if isinstance(values, (tuple, list)):
@@ -108,21 +169,21 @@ def emit(module: fx.GraphModule, joint: JointGraph, schedule: Schedule, num_fwd_
     fx.GraphModule, fx.GraphModule
 ]:
     """The forward and backward modules running ``schedule`` of ``joint`` (a Graph of ``module``)."""
-    if any(not isinstance(step, (Compute, Free)) or (isinstance(step, Compute) and step.impl) for step in schedule):
-        raise UnsupportedConstructError("the compiled route runs Compute and Free steps only (no offload, no impls)")
+    if any(isinstance(step, Compute) and step.impl for step in schedule):
+        raise UnsupportedConstructError("the compiled route runs default implementations only")
     output = next(n for n in module.graph.nodes if n.op == "output")
     outputs = list(output.args[0])
     emitter = _Emitter(module, joint)
     owners = {v for o in outputs[:num_fwd_outputs] for v in joint.owners.get(o, ())}
-    computes = [step.node for step in schedule if isinstance(step, Compute)]
-    split = max((k for k, v in enumerate(computes) if v in owners), default=-1) + 1
-    for v in computes[:split]:
-        emitter.compute(v)
+    steps = list(schedule)
+    split = max((k for k, s in enumerate(steps) if isinstance(s, Compute) and s.node in owners), default=-1) + 1
+    for step in steps[:split]:
+        emitter.step(step)
     forward_outputs = [emitter.value(o) if isinstance(o, fx.Node) else o for o in outputs[:num_fwd_outputs]]
     forward_nodes = set(emitter.graph.nodes)
     emitter.derived.clear()  # the backward derives its own views: a saved value is a computation or an input
-    for v in computes[split:]:
-        emitter.compute(v)
+    for step in steps[split:]:
+        emitter.step(step)
     backward_outputs = [emitter.value(o) if isinstance(o, fx.Node) else o for o in outputs[num_fwd_outputs:]]
     new_output = emitter.graph.output([*forward_outputs, *backward_outputs])
     new_output.meta = copy.copy(output.meta)
@@ -149,34 +210,49 @@ def partition_schedule(
     record: Callable[[SchedulePlan], None] | None = None,
     flops_per_byte: float = FLOPS_PER_BYTE,
     time_limit: float | None = None,
+    transfer: TransferModel | None = None,
     **kwargs: Any,
 ) -> tuple[fx.GraphModule, fx.GraphModule]:
-    """Plan the joint graph of ``module`` with ``method`` within ``save_budget`` and emit the schedule."""
+    """Plan the joint graph of ``module`` with ``method`` within ``save_budget`` and emit the schedule.
+
+    With a ``transfer`` model the plan may offload values: Offload and Prefetch steps become copies to the
+    host (``aten._to_copy`` to the CPU) and back, in order on the compute stream.
+    """
     as_partitioned(module)
     joint = joint_graph(module, num_fwd_outputs, flops_per_byte=flops_per_byte, ordered=True)
     graph = joint.graph
     given = parse_budget(save_budget.budget, graph) if save_budget.activation is None else None  # type: ignore[arg-type]
+    extra = {} if transfer is None else {"transfer": transfer}
     result = cached_plan(
-        graph, given, save_budget.activation, method, time_limit=time_limit, cache=cache, allow_over_budget=True
+        graph,
+        given,
+        save_budget.activation,
+        method,
+        time_limit=time_limit,
+        cache=cache,
+        allow_over_budget=True,
+        **extra,
     )
     if result.schedule is None or result.simulation is None:
         raise InvalidScheduleError(f"{result.method} returned no schedule ({result.status.value})")
     forward, backward = emit(module, joint, result.schedule, num_fwd_outputs)
-    order = emitted_order(forward, backward)
-    emitted = simulate(graph, eager_frees(graph, order))
+    order = emitted_steps(forward, backward)
+    emitted = simulate(graph, last_use_frees(graph, order), transfer)
+    computes = [step.node for step in order if isinstance(step, Compute)]
     plan = SchedulePlan(
         budget=result.budget,
         method=result.method,
         planned_peak=result.simulation.peak,
         emitted_peak=emitted.peak,
         cost=emitted.total_cost,
-        recomputations=len(order) - len(set(order)),
+        recomputations=len(computes) - len(set(computes)),
+        offloads=sum(isinstance(step, Offload) for step in order),
         result=result,
         joint=joint,
     )
     log.info(
-        "schedule partition (%s): budget %d B, plan %d B, emitted order %d B, %d recomputations",
-        plan.method, plan.budget, plan.planned_peak, plan.emitted_peak, plan.recomputations,
+        "schedule partition (%s): budget %d B, plan %d B, emitted order %d B, %d recomputations, %d offloads",
+        plan.method, plan.budget, plan.planned_peak, plan.emitted_peak, plan.recomputations, plan.offloads,
     )
     if not plan.fits:
         log.warning("the emitted order peaks at %d B, over the budget of %d B", plan.emitted_peak, plan.budget)
