@@ -157,7 +157,11 @@ def options_of(options_type: type, options: Any, formulation: str) -> Any:
     """An ``options_type`` instance from an instance, a mapping of field names or None; unknown names are errors.
 
     Each given value must fit its field's annotation (see ``_fits``), else ConfigurationError names the option.
+    An instance this function returned is returned as is: a solve normalises its options once (``SolveChain``) and
+    the formulation's ``warm_options`` and ``build`` take them unchanged.
     """
+    if isinstance(options, options_type) and getattr(options, _NORMALISED, False):
+        return options
     if options is None:
         value = options_type()
     elif isinstance(options, options_type):
@@ -176,7 +180,12 @@ def options_of(options_type: type, options: Any, formulation: str) -> Any:
     else:
         raise ConfigurationError(f"{formulation} options must be a mapping or {options_type.__name__}, got {options!r}")
     validate = getattr(value, "validated", None)
-    return validate() if validate is not None else value
+    value = validate() if validate is not None else value
+    object.__setattr__(value, _NORMALISED, True)  # not a field: equality, ``replace`` and ``fields`` ignore it
+    return value
+
+
+_NORMALISED = "_normalised_options"  # the mark ``options_of`` leaves on what it returns
 
 
 class FormulationBase:
@@ -338,7 +347,7 @@ class SolveChain:
             limits = replace(limits, time_limit=max(0.1, limits.time_limit - build_time))
         outcome = self.form.solve(built, self, limits, init)
         outcome.build_time = build_time
-        outcome.options = {k: jsonable(v) for k, v in vars(opts).items()}
+        outcome.options = {f.name: jsonable(getattr(opts, f.name)) for f in fields(opts)}
         log.info("%s/%s on %s: %s, objective %s", name, self.spec, graph.name, outcome.status.value, outcome.objective)
         return outcome
 
@@ -388,9 +397,12 @@ def integral_options(form: Formulation, options: Any, integral: bool) -> Any:
     Where a build's options are normalised: ``SolveChain`` passes its backend's need, ``remat export`` (through
     ``build_extended``) the file format's (``.mzn`` integral).
     """
+    key = form.integral_option
+    if key is not None and (options is None or isinstance(options, Mapping)) and (options or {}).get(key) is None:
+        return form.options({**(options or {}), key: integral})  # set before the one normalisation
     opts = form.options(options)
-    if form.integral_option is not None and getattr(opts, form.integral_option) is None:
-        opts = replace(opts, **{form.integral_option: integral})
+    if key is not None and getattr(opts, key) is None:
+        opts = form.options(replace(opts, **{key: integral}))
     return opts
 
 

@@ -194,7 +194,7 @@ class Checkmate(FormulationBase):
         opts = self.options(options)
         if init is None or opts.order is not None:
             return opts
-        return replace(opts, order=tuple(int(v) for v in init.first_computation_order()))
+        return self.options(replace(opts, order=tuple(int(v) for v in init.first_computation_order())))
 
 
 def _checkmate(built: BuiltModel) -> CheckmateModel:
