@@ -5,10 +5,11 @@ becomes a copy of its op (a recomputation is another copy, read by the steps aft
 anew after their sources are recomputed. The schedule splits after its last forward output: the steps
 before it are the forward graph, the rest the backward graph, and the values the backward reads from the
 forward are saved (PyTorch's ``_extract_fwd_bwd_modules`` builds both graphs, as its own partitioners do).
-FX frees each value after its last use, so the order that runs is the schedule's Computes with eager frees;
-it is simulated after every partition (``SchedulePlan.emitted_peak``). Random ops are not recomputable in
-the Graph and chained in program order (:func:`remat_models.torch.joint.joint_graph` with ``ordered``), so
-no plan redraws a dropout mask and draws keep eager's order.
+Offload and Prefetch steps (plans under a transfer model) are copies to the host and back. FX frees each
+value after its last use, so the order that runs is the schedule's steps with last-use frees
+(:func:`last_use_frees`); it is simulated after every partition (``SchedulePlan.emitted_peak``). Random
+ops are not recomputable in the Graph and chained in program order (:func:`remat_models.torch.joint.joint_graph`
+with ``ordered``), so no plan redraws a dropout mask and draws keep eager's order.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from remat_models.core.budget import parse_budget
 from remat_models.core.graph import Graph
 from remat_models.core.schedule import Compute, Free, FreeHost, Offload, Prefetch, Schedule, Step, simulate
 from remat_models.core.transfer import TransferModel
-from remat_models.errors import InvalidScheduleError, UnsupportedConstructError
+from remat_models.errors import InvalidScheduleError, SolverError, UnsupportedConstructError
 from remat_models.planning.plan import PlanResult
 from remat_models.torch.api import cached_plan
 from remat_models.torch.joint import FLOPS_PER_BYTE, JointGraph, as_partitioned, joint_graph
@@ -37,7 +38,7 @@ from remat_models.torch.plan_cache import PlanCache
 from remat_models.torch.save_budget import SaveBudget
 
 log = logging.getLogger(__name__)
-STEP_KEY = "remat_node"  # meta key of an emitted op: the Graph node it computes
+STEP_KEY = "remat_step"  # meta key of an emitted op: the Compute, Offload or Prefetch step it runs
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ class SchedulePlan:
     budget: int
     method: str
     planned_peak: int  # the plan's schedule, simulated
-    emitted_peak: int  # the emitted forward + backward order, simulated with eager frees
+    emitted_peak: int  # the emitted forward + backward order, simulated with last-use frees
     cost: float
     recomputations: int  # Compute steps beyond one per computed node
     offloads: int  # Offload steps (host copies; each read back by a Prefetch)
@@ -234,7 +235,7 @@ def partition_schedule(
         **extra,
     )
     if result.schedule is None or result.simulation is None:
-        raise InvalidScheduleError(f"{result.method} returned no schedule ({result.status.value})")
+        raise SolverError(f"{result.method} returned no schedule ({result.status.value})")
     forward, backward = emit(module, joint, result.schedule, num_fwd_outputs)
     order = emitted_steps(forward, backward)
     emitted = simulate(graph, last_use_frees(graph, order), transfer)
