@@ -124,3 +124,25 @@ def test_the_chain_builds_integral_memory_where_the_backend_takes_no_continuous_
     chain = SolveChain(remat_models.formulations.get_formulation("checkmate"), backend)
     assert chain.integral is integral and SolveChain.of(chain.form, chain) is chain
     assert bool(built.model.col_integer[built.index("U").cols].all()) is integral
+
+
+@pytest.mark.parametrize(
+    ("formulation", "backend"), [("checkmate", "highs"), ("moccasin", "cpsat"), ("monet", "cpsat")]
+)
+def test_a_solve_normalises_its_options_once(monkeypatch: pytest.MonkeyPatch, formulation: str, backend: str) -> None:
+    """The chain's options reach ``warm_options`` and ``build`` as they are (no warm start: nothing derived)."""
+    normalised: list[object] = []
+    original = base.options_of
+
+    def counting(options_type: type, options: object, name: str) -> object:
+        value = original(options_type, options, name)
+        if value is not options:
+            normalised.append(options)
+        return value
+
+    monkeypatch.setattr(base, "options_of", counting)
+    graph = linear_chain(8)
+    budget = int(0.8 * input_order_peak(graph))
+    outcome = solve_model(graph, budget, formulation, backend, options={}, limits=LIMITS)
+    fits(graph, budget, outcome)
+    assert len(normalised) == 1 and isinstance(normalised[0], dict), normalised  # the mapping given, once
