@@ -15,6 +15,7 @@ from remat_models.torch.executor import Executor, StepResult
 from remat_models.torch.mapping import Role, TorchGraph, to_graph
 from remat_models.torch.maxbatch import TorchMaxBatch, max_batch
 from remat_models.torch.sac import SacPlan, checkpointed, sac_plan
+from remat_models.torch.schedule_partition import SchedulePlan
 from remat_models.torch.trace import TracedStep, trace_step
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "Role",
     "SacPlan",
     "SavePlan",
+    "SchedulePlan",
     "StepResult",
     "TorchGraph",
     "TorchMaxBatch",
