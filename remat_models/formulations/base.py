@@ -126,6 +126,14 @@ class Formulation(Protocol):
         """Build the abstract optimization model for ``graph`` under ``budget`` bytes."""
         ...
 
+    def check_size(self, graph: Graph, budget: int, options: Any = None) -> None:
+        """Raise ``ModelTooLargeError`` before any work if the model cannot be built here."""
+        ...
+
+    def least_seconds(self, graph: Graph) -> float | None:
+        """The least time limit worth building for (None: any)."""
+        ...
+
     def decode(self, built: BuiltModel, values: Mapping[str, np.ndarray]) -> Schedule:
         """Turn a solution's values (by block name) into a Schedule."""
         ...
@@ -219,6 +227,10 @@ class FormulationBase:
 
     def check_size(self, graph: Graph, budget: int, options: Any = None) -> None:
         """Raise ``ModelTooLargeError`` before any work if the model cannot be built here (default: no check)."""
+
+    def least_seconds(self, graph: Graph) -> float | None:
+        """The least time limit worth building for: its build plus the shortest solve phase (default: None, any)."""
+        return None
 
     def sequence(self, built: BuiltModel, values: Mapping[str, np.ndarray]) -> Sequenced:
         """The compute sequence of a solution (subclasses)."""
@@ -333,8 +345,7 @@ class SolveChain:
         is below it: the outcome is "no schedule" (``details["build_skipped"]``). The build counts against the limit.
         """
         name = self.form.name
-        least = getattr(self.form, "least_seconds", None)
-        needed = None if least is None or limits.time_limit is None else least(graph)
+        needed = None if limits.time_limit is None else self.form.least_seconds(graph)
         if needed is not None and limits.time_limit is not None and needed > limits.time_limit:
             skipped = f"{limits.time_limit:.1f} s left, the build and a phase need {needed:.1f} s: not built"
             log.info("%s on %s: %s", name, graph.name, skipped)
