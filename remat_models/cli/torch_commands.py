@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from remat_models.cli.console import make_console
+from remat_models.cli.options import TimeLimitOption
 from remat_models.core.limits import check_count
 from remat_models.errors import BackendUnavailableError, RematError
 from remat_models.planning.methods import DEFAULT_METHOD
@@ -75,14 +76,33 @@ def validate(
     device: Annotated[str, typer.Option("--device", help=DEVICE_HELP)] = "cpu",
     batch: BatchOption = None,
     repeats: Annotated[int, typer.Option("--repeats", help="Timing repeats (median).")] = 5,
+    time_limit: TimeLimitOption = None,
+    cache_dir: Annotated[
+        Path | None, typer.Option("--cache-dir", help="Plan cache folder (default: the user's cache folder).")
+    ] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Plan anew and store nothing.")] = False,
 ) -> None:
-    """Run a planned training step against plain autograd: predicted vs measured memory, gradients, time."""
+    """Run a planned training step against plain autograd: predicted vs measured memory, gradients, time.
+
+    Planning takes 5 s by default for methods with a time limit (``--time-limit`` for more); the plan is
+    cached (``--cache-dir``, ``--no-cache``) and reused by the next run with the same graph, budget and method.
+    """
     front_end = _torch_front_end()
     check_count(repeats, "repeats")
     front_end.resolve_device(device)  # before the example is built
     model, inputs, targets, loss_fn = front_end.load_example(spec, batch)
+    cache = False if no_cache else (cache_dir or True)
     report = front_end.validate(
-        model, inputs, targets, loss_fn, budget=budget, method=method, device=device, repeats=repeats
+        model,
+        inputs,
+        targets,
+        loss_fn,
+        budget=budget,
+        method=method,
+        device=device,
+        repeats=repeats,
+        time_limit=time_limit,
+        cache_dir=cache,
     )
     table = Table(title=f"{spec} on {report.device} ({method}, budget {budget} -> {report.budget:,} B)")
     table.add_column("quantity", overflow="fold")

@@ -21,6 +21,7 @@ from remat_models.core.schedule import input_order_schedule
 from remat_models.errors import ConfigurationError, GraphError
 from remat_models.planning.methods import DEFAULT_METHOD
 from remat_models.torch.api import RematStep, Tensors, plan
+from remat_models.torch.plan_cache import DEFAULT, CacheDir
 from remat_models.torch.trace import LossFn, as_tensors, one_line
 
 log = logging.getLogger(__name__)
@@ -196,17 +197,22 @@ def validate(
     method: str = DEFAULT_METHOD,
     device: str = "cpu",
     repeats: int = 3,
+    time_limit: float | None = None,
+    cache_dir: CacheDir = DEFAULT,
 ) -> Validation:
     """Plan on ``device``, run once against plain autograd, measure memory and time (median of ``repeats``).
 
     Peaks are allocator-level bytes above the pre-step baseline: CUDA's ``max_memory_allocated``, on CPU
     the profiler's memory events (:func:`profiled_peak`), of the generated step and of plain autograd.
+    ``time_limit`` and ``cache_dir`` go to :func:`remat_models.torch.api.plan`.
     """
     check_count(repeats, "repeats")
     target = resolve_device(device)
     model, inputs, targets = to_device(model, inputs, targets, device)
     state = {k: v.clone() for k, v in model.state_dict().items()}
-    step = plan(model, inputs, loss_fn, targets, budget=budget, method=method)
+    step = plan(
+        model, inputs, loss_fn, targets, budget=budget, method=method, time_limit=time_limit, cache_dir=cache_dir
+    )
 
     def restore() -> None:
         model.load_state_dict(state)
