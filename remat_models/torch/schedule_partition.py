@@ -136,14 +136,21 @@ class _Emitter:
             self.copy(step)
 
     def copy(self, step: Offload | Prefetch) -> None:
-        """An Offload copies the value to the host; a Prefetch copies the host copy back to the device."""
+        """An Offload copies the value to the host; a Prefetch copies the host copy back to the device.
+
+        Across devices the copy is ``prims.device_put`` (``aten._to_copy`` is decomposed before inductor
+        lowers a graph, so it has no lowering); on the CPU a ``clone``.
+        """
         v = step.node
         if v in self.items:
             raise UnsupportedConstructError(f"offloading {self.joint.graph.names[v]!r}: an op with several outputs")
         source = self.current[v] if isinstance(step, Offload) else self.host[v]
         val = self.joint.fx_nodes[v].meta["val"]
         device = torch.device("cpu") if isinstance(step, Offload) else val.device
-        new = self.graph.call_function(torch.ops.aten._to_copy.default, (source,), {"device": device})
+        if device == val.device:  # CPU: the host tier is the same memory; a copy that inductor lowers too
+            new = self.graph.call_function(torch.ops.aten.clone.default, (source,))
+        else:
+            new = self.graph.call_function(torch.ops.prims.device_put.default, (source, device))
         with val.fake_mode:
             new.meta["val"] = val.to(device, copy=True)
         new.meta[STEP_KEY] = step
@@ -217,7 +224,7 @@ def partition_schedule(
     """Plan the joint graph of ``module`` with ``method`` within ``save_budget`` and emit the schedule.
 
     With a ``transfer`` model the plan may offload values: Offload and Prefetch steps become copies to the
-    host (``aten._to_copy`` to the CPU) and back, in order on the compute stream.
+    host and back (:meth:`_Emitter.copy`), in order on the compute stream.
     """
     as_partitioned(module)
     joint = joint_graph(module, num_fwd_outputs, flops_per_byte=flops_per_byte, ordered=True)
