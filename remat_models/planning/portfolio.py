@@ -161,8 +161,8 @@ def auto(
     opts = options_of(AutoOptions, options, "auto")
     total = DEFAULT_TIME_LIMIT if time_limit is None else time_limit
     deadline = time.monotonic() + total
-    members = _exact_members(graph.n, opts)
-    exact = {"formulations": members, "first_share": opts.hilp_share if members[0] == "hilp" else opts.checkmate_share}
+    first_share = opts.hilp_share if graph.n > opts.hilp_nodes else opts.checkmate_share  # H-ILP's, else Checkmate's
+    exact = {"formulations": _exact_members(graph.n, opts), "first_share": first_share}
     wait = opts.wait_share * total if graph.n < INIT_FASTSA_NODES else 0.0  # larger: the exact worker runs auto_init
     jobs: dict[str, dict[str, Any]] = {
         "fastsa": {"role": "fastsa", "patience": opts.restart_patience},
