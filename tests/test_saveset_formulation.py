@@ -181,5 +181,3 @@ def test_compile_route_uses_the_exact_choice_on_a_small_joint_graph() -> None:
     loss_fn(model(inputs), targets).backward()
     for ours, eager in zip(compiled_grads, (p.grad for p in model.parameters()), strict=True):
         torch.testing.assert_close(ours, eager)
-    with pytest.raises(ConfigurationError, match="save-set method"):
-        rt.compile(model, inputs, loss_fn, targets, activation_budget=0.3, backend="aot_eager", method="checkmate")
