@@ -12,7 +12,6 @@ Identical blocks (same costs, bytes, edges and reads, in order) share one solve.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,8 +19,6 @@ import numpy as np
 from remat_models.backends import SolveLimits, get_backend
 from remat_models.core.graph import Graph
 from remat_models.model import Model
-
-log = logging.getLogger(__name__)
 
 LEVELS = 12  # limits per block, evenly spaced from the least it can keep to all it reads
 SOLVE_SECONDS = 2.0  # the most one block's solve at one limit may take (blocks have tens of nodes)
