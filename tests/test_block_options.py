@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import itertools
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from remat_models.backends.interrupt import Stopper, stop_on_signals
 from remat_models.core.graph import Graph
 from remat_models.heuristics.block_options import BlockProblem, block_problem, exact_kept_sets, optimal_kept
 from remat_models.heuristics.recompute import forward_mask
@@ -96,3 +101,39 @@ def test_identical_blocks_share_one_key_and_one_trade_off() -> None:
         for problem in (first, second)
     ]
     assert sets[0] == sets[1] and len(sets[0]) >= 2
+
+
+def test_a_stopped_phase_stops_the_block_solves() -> None:
+    graph = read_graph(ZOO / "zoo_gpt2.json")
+    problem = next(p for p in _problems(graph) if p.needed.sum() > 2)
+    stopper = Stopper()
+    stopper.stop(signal.SIGINT)
+    with stop_on_signals(stopper):
+        assert exact_kept_sets(graph, problem) == []
+    assert exact_kept_sets(graph, problem)  # outside the stopped phase they solve again
+
+
+def test_sigterm_during_the_block_solves_ends_the_process() -> None:
+    """No enclosing phase listens (an auto worker): the signal a block solve caught goes on and ends the process."""
+    code = (
+        "import sys\n"
+        f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+        "from test_block_options import ZOO, _problems\n"
+        "from remat_models.heuristics.block_options import exact_kept_sets\n"
+        "from remat_models.io import read_graph\n"
+        "graph = read_graph(ZOO / 'zoo_gpt2.json')\n"
+        "problems = _problems(graph)\n"
+        "print('ready', flush=True)\n"
+        "while True:\n"
+        "    for problem in problems:\n"
+        "        exact_kept_sets(graph, problem)\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        time.sleep(1.0)
+        child.send_signal(signal.SIGTERM)
+        assert child.wait(timeout=10) == -signal.SIGTERM
+    finally:
+        child.kill()
+        child.wait()

@@ -12,11 +12,13 @@ Identical blocks (same costs, bytes, edges and reads, in order) share one solve.
 
 from __future__ import annotations
 
+import signal
 from dataclasses import dataclass
 
 import numpy as np
 
 from remat_models.backends import SolveLimits, get_backend
+from remat_models.backends.interrupt import interrupted
 from remat_models.core.graph import Graph
 from remat_models.model import Model
 
@@ -71,6 +73,8 @@ def exact_kept_sets(graph: Graph, problem: BlockProblem, levels: int = LEVELS) -
         return []
     found: dict[bytes, np.ndarray] = {}
     for limit in np.linspace(least, most, levels).tolist():
+        if interrupted() is not None:
+            break
         kept = optimal_kept(graph, problem, limit)
         if kept is not None:
             found.setdefault(kept.tobytes(), kept)
@@ -78,8 +82,16 @@ def exact_kept_sets(graph: Graph, problem: BlockProblem, levels: int = LEVELS) -
 
 
 def optimal_kept(graph: Graph, problem: BlockProblem, limit: float) -> np.ndarray | None:
-    """The kept set (global ids) of least recomputation within ``limit`` bytes (None: none found in time)."""
+    """The kept set (global ids) of least recomputation within ``limit`` bytes (None: none found in time).
+
+    A signal that stopped the solve goes on to whoever handled it before where no enclosing phase listens for it
+    (an ``auto`` worker whose parent died ends; the CLI's Ctrl-C stops the plan), else that phase stops.
+    """
     result = get_backend(BACKEND).solve(_model(graph, problem, limit), SolveLimits(time_limit=SOLVE_SECONDS))
+    if result.interrupt_signal is not None:
+        if interrupted() is None:
+            signal.raise_signal(result.interrupt_signal)
+        return None
     if not result.has_solution:
         return None
     kept = _used(problem, result.values["keep"] > 0.5, result.values["again"] > 0.5)
