@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from remat_models.backends import SolveLimits, get_backend
-from remat_models.backends.interrupt import interrupted
+from remat_models.backends.interrupt import Stopper, stop_event, stop_on_signals
 from remat_models.core.graph import Graph
 from remat_models.model import Model
 
@@ -64,7 +64,11 @@ def block_problem(
 
 
 def exact_kept_sets(graph: Graph, problem: BlockProblem, levels: int = LEVELS) -> list[np.ndarray]:
-    """The optimal kept sets (global ids) at ``levels`` limits: the block's exact cost/bytes trade-off."""
+    """The optimal kept sets (global ids) at ``levels`` limits: the block's exact cost/bytes trade-off.
+
+    SIGINT or SIGTERM stops the solves; the signal then goes on to whoever handled it before where no enclosing
+    phase listens for it (an ``auto`` worker whose parent died ends), else that phase stops too.
+    """
     mem = graph.mem[problem.nodes].astype(float)
     forced = problem.needed & ~graph.recomputable[problem.nodes]
     least = float(mem[forced].sum()) + (float(mem[problem.leaving]) if problem.leaving >= 0 else 0.0)
@@ -72,27 +76,23 @@ def exact_kept_sets(graph: Graph, problem: BlockProblem, levels: int = LEVELS) -
     if most <= least:
         return []
     found: dict[bytes, np.ndarray] = {}
-    for limit in np.linspace(least, most, levels).tolist():
-        if interrupted() is not None:
-            break
-        kept = optimal_kept(graph, problem, limit)
-        if kept is not None:
-            found.setdefault(kept.tobytes(), kept)
-    return list(found.values())
+    stopper = Stopper()
+    with stop_on_signals(stopper):
+        for limit in np.linspace(least, most, levels).tolist():
+            if stopper.stopped.is_set():
+                break
+            kept = optimal_kept(graph, problem, limit)
+            if kept is not None:
+                found.setdefault(kept.tobytes(), kept)
+    if stopper.signal is not None and not stopper.inherited and stop_event() is None:
+        signal.raise_signal(stopper.signal)
+    return [] if stopper.stopped.is_set() else list(found.values())
 
 
 def optimal_kept(graph: Graph, problem: BlockProblem, limit: float) -> np.ndarray | None:
-    """The kept set (global ids) of least recomputation within ``limit`` bytes (None: none found in time).
-
-    A signal that stopped the solve goes on to whoever handled it before where no enclosing phase listens for it
-    (an ``auto`` worker whose parent died ends; the CLI's Ctrl-C stops the plan), else that phase stops.
-    """
+    """The kept set (global ids) of least recomputation within ``limit`` bytes (None: none found in time)."""
     result = get_backend(BACKEND).solve(_model(graph, problem, limit), SolveLimits(time_limit=SOLVE_SECONDS))
-    if result.interrupt_signal is not None:
-        if interrupted() is None:
-            signal.raise_signal(result.interrupt_signal)
-        return None
-    if not result.has_solution:
+    if not result.has_solution or result.interrupt_signal is not None:
         return None
     kept = _used(problem, result.values["keep"] > 0.5, result.values["again"] > 0.5)
     return problem.nodes[kept]
