@@ -8,12 +8,13 @@ the blocks of the backward nodes it reads), so the blocks' backward parts run la
 
 For a segment of blocks s..t whose input is resident, the programme chooses, as rotor does, between running
 block s storing what its backward reads (an *option*: all of it, or with the cheapest bytes per unit of cost
-dropped, recomputed in its backward) and recursing on s+1..t, or running s..s'-1 keeping only the value that
+dropped, recomputed in its backward, or a repeated block's exact kept set at one of several byte limits:
+:mod:`~remat_models.heuristics.block_options`) and recursing on s+1..t, or running s..s'-1 keeping only the value that
 enters s' (a checkpoint), solving s'..t, then s..s'-1 again. Memory is counted in units of 1/``BUCKETS`` of the
 budget (up to what storing everything takes), so one table answers every storage limit; the limit is then bisected
 on the simulator's peak of the emitted compute sequence (frees eager), keeping the cheapest schedule within the budget.
-The table is exact for its model (each block's cost and stored bytes); the model leaves out transient memory,
-which the bisection measures instead.
+The table is exact for its model (each block's cost and stored bytes; a second table also holds each option's
+recomputed bytes during its backward); the rest of the transient memory is left to the bisection.
 """
 
 from __future__ import annotations
@@ -165,7 +166,8 @@ def _options(graph: Graph, chain: BlockChain, save_sets: list[np.ndarray]) -> _O
         block_problem(graph, nodes, chain.pinned, read_later, leaving)
         for nodes, leaving in zip(chain.forward, leaving_of, strict=True)
     ]
-    solved = _exact_options(graph, problems)
+    keys = [problem.key(graph) for problem in problems]
+    solved = _exact_options(graph, problems, keys)
     for b, nodes in enumerate(chain.forward):
         keep = nodes[read_later[nodes] & ~chain.pinned[nodes]]
         leaving, problem = leaving_of[b], problems[b]
@@ -175,7 +177,7 @@ def _options(graph: Graph, chain: BlockChain, save_sets: list[np.ndarray]) -> _O
         shares = np.searchsorted(bytes_dropped, np.array(DROP_SHARES) * (bytes_dropped[-1] if droppable.size else 0))
         kept_sets = [keep[~np.isin(keep, droppable[:count])] for count in shares.tolist()]
         kept_sets += [keep[keep == leaving]] + [nodes[np.isin(nodes, saved)] for saved in save_sets]
-        kept_sets += [problem.nodes[positions] for positions in solved.get(problem.key(graph), [])]
+        kept_sets += [problem.nodes[positions] for positions in solved.get(keys[b], [])]
         options: dict[tuple[int, ...], tuple[int, float, int, np.ndarray]] = {}
         for kept in kept_sets:
             kept = np.union1d(kept, keep[keep == leaving])
@@ -201,13 +203,12 @@ def _options(graph: Graph, chain: BlockChain, save_sets: list[np.ndarray]) -> _O
     )
 
 
-def _exact_options(graph: Graph, problems: list[BlockProblem]) -> dict[tuple, list[np.ndarray]]:
+def _exact_options(graph: Graph, problems: list[BlockProblem], keys: list[tuple]) -> dict[tuple, list[np.ndarray]]:
     """Exact kept sets (local positions) of the blocks that repeat, each distinct one solved once.
 
     Up to ``EXACT_PROBLEMS`` distinct blocks, first come first; a block that occurs once keeps the other options
     only (its solves would not be shared: a transformer's layers repeat, a generated graph's random costs do not).
     """
-    keys = [problem.key(graph) for problem in problems]
     counts = Counter(keys)
     solved: dict[tuple, list[np.ndarray]] = {}
     for key, problem in zip(keys, problems, strict=True):
