@@ -9,7 +9,6 @@ plus transfer time, exactly the simulated total cost).
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
@@ -21,6 +20,7 @@ from remat_models.core.schedule import Schedule
 from remat_models.core.transfer import TransferModel
 from remat_models.errors import ConfigurationError, RematError
 from remat_models.formulations import formulation_names, get_formulation
+from remat_models.formulations.base import PagingPart
 
 # the longest time, in cost units, a paging model may hold: past 2^53 doubles lose whole units (CP-SAT's
 # integer clocks and the big-M rows then overflow or round); a transfer that long is a unit mistake
@@ -97,13 +97,13 @@ class Paging:
     @property
     def supports(self) -> frozenset[str]:  # type: ignore[override]
         """The formulations that declare a paging part (``paging_part``)."""
-        return frozenset(name for name in formulation_names() if getattr(get_formulation(name), "paging_part", None))
+        return frozenset(name for name in formulation_names() if get_formulation(name).paging_part is not None)
 
-    def _part(self, built: Any) -> Any:
-        part = getattr(get_formulation(built.formulation), "paging_part", None) if built.formulation else None
+    def _part(self, built: Any) -> type[PagingPart]:
+        part = get_formulation(built.formulation).paging_part if built.formulation else None
         if part is None:
             raise ConfigurationError(f"paging supports {', '.join(sorted(self.supports))}, not {built.formulation!r}")
-        return importlib.import_module(part)
+        return part
 
     def apply(self, built: Any) -> None:
         """Add the paging blocks, rows and objective terms to ``built`` (one paging plug-in per model)."""
@@ -126,9 +126,7 @@ class Paging:
 
     def peak_bound(self, built: Any, values: Mapping[str, np.ndarray]) -> float | None:
         """The model's peak with the paging intervals (Moccasin); None where the base rows already count them."""
-        part = self._part(built)
-        bound = getattr(part, "peak_bound", None)
-        return None if bound is None else bound(self, built, values)
+        return self._part(built).peak_bound(self, built, values)
 
     def hints(self, built: Any, schedule: Schedule) -> dict[str, np.ndarray]:
         """No paging (all zeros): a valid warm start for every schedule of the base formulation."""

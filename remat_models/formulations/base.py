@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
@@ -88,7 +89,7 @@ class Extension(Protocol):
 
 
 class PagingPlugin(Protocol):
-    """What a family's paging part (its ``paging_part`` module) reads of the paging extension that calls it."""
+    """What a family's paging part (its ``paging_part``) reads of the paging extension that calls it."""
 
     @property
     def name(self) -> str:
@@ -110,6 +111,30 @@ class PagingPlugin(Protocol):
         ...
 
 
+class PagingPart(ABC):
+    """A family's part of the paging extension, declared as ``paging_part`` on its formulation class."""
+
+    @staticmethod
+    @abstractmethod
+    def apply(paging: PagingPlugin, built: Any) -> None:
+        """Add the family's paging blocks, rows and transfer costs to ``built``."""
+
+    @staticmethod
+    @abstractmethod
+    def events(paging: PagingPlugin, built: Any, values: Mapping[str, np.ndarray], sequence: list[Any]) -> list[Any]:
+        """The decoded compute ``sequence`` with the chosen Offload/Prefetch steps inserted."""
+
+    @staticmethod
+    @abstractmethod
+    def hints(paging: PagingPlugin, built: Any, schedule: Schedule) -> dict[str, np.ndarray]:
+        """Warm-start values of the paging blocks for ``schedule`` (no paging)."""
+
+    @staticmethod
+    def peak_bound(paging: PagingPlugin, built: Any, values: Mapping[str, np.ndarray]) -> float | None:
+        """The model's peak with the paging counted, where the base rows do not count it (default: None)."""
+        return None
+
+
 class Formulation(Protocol):
     """Graph + budget -> abstract model; solution values -> Schedule (which the simulator then checks)."""
 
@@ -117,6 +142,7 @@ class Formulation(Protocol):
     options_type: ClassVar[type]
     default_backend: ClassVar[str]
     integral_option: ClassVar[str | None]
+    paging_part: ClassVar[type[PagingPart] | None]
 
     def options(self, options: Any = None) -> Any:
         """Options as ``options_type`` from an instance, a mapping or None; unknown keys are errors."""
@@ -207,7 +233,7 @@ class FormulationBase:
     options_type: ClassVar[type]
     default_backend: ClassVar[str] = "highs"
     integral_option: ClassVar[str | None] = None  # options field set when the backend takes no continuous columns
-    paging_part: ClassVar[str | None] = None  # module with the paging extension's part for this family, if any
+    paging_part: ClassVar[type[PagingPart] | None] = None  # its part of the paging extension, if any
     peak_model: ClassVar[type[PeakPart] | None] = None  # its part of exact max batch (formulations/peak.py)
     overlap_paging: ClassVar[bool] = False  # the overlapped paging extension (``paging-overlap``) applies to its model
     chooses_save_sets: ClassVar[bool] = False  # its plans are save sets (PyTorch's plan space: the torch.compile route)

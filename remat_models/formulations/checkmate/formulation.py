@@ -36,7 +36,8 @@ from remat_models.core.stages import (
     stages_from_schedule,
 )
 from remat_models.errors import ConfigurationError, InvalidScheduleError
-from remat_models.formulations.base import BuiltModel, FormulationBase
+from remat_models.formulations.base import BuiltModel, FormulationBase, PagingPart
+from remat_models.formulations.checkmate.paging import CheckmatePagingPart
 from remat_models.formulations.checkmate.peak import CheckmatePeak
 from remat_models.formulations.peak import PeakPart
 from remat_models.formulations.rows import Rows, index_of
@@ -138,7 +139,7 @@ class Checkmate(FormulationBase):
 
     name: ClassVar[str] = "checkmate"
     window_nodes: ClassVar[int | None] = 360  # larger graphs: windows of a start (planning/lns.py)
-    paging_part: ClassVar[str | None] = "remat_models.formulations.checkmate.paging"
+    paging_part: ClassVar[type[PagingPart] | None] = CheckmatePagingPart
     peak_model: ClassVar[type[PeakPart] | None] = CheckmatePeak
     overlap_paging: ClassVar[bool] = True  # its stage structure carries the clocks
     options_type: ClassVar[type] = CheckmateOptions

@@ -15,16 +15,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from remat_models.core.schedule import TRANSFER_STEPS, Offload, Prefetch, Schedule
+from remat_models.formulations.base import PagingPart
+from remat_models.formulations.base import PagingPlugin as Paging  # what the calling extension offers
 from remat_models.formulations.rows import Rows
 from remat_models.model.index import IndexMap
-
-if TYPE_CHECKING:
-    from remat_models.formulations.base import PagingPlugin as Paging  # what the calling extension offers
 
 
 @dataclass(frozen=True)
@@ -135,3 +134,11 @@ def hints(paging: Paging, built: Any, schedule: Schedule) -> dict[str, np.ndarra
     """No paging: all paging blocks zero."""
     m = built.model
     return {name: np.zeros(m.block(name).cols.size) for name in ("H", "OUT", "IN")}
+
+
+class CheckmatePagingPart(PagingPart):
+    """Checkmate's paging part (``Checkmate.paging_part``): H, OUT and IN per stage."""
+
+    apply = staticmethod(apply)
+    events = staticmethod(events)
+    hints = staticmethod(hints)

@@ -22,9 +22,17 @@ from remat_models.core.budget import check_budget
 from remat_models.core.graph import Graph
 from remat_models.core.schedule import Schedule
 from remat_models.errors import ConfigurationError, SolverError
-from remat_models.formulations.base import BuiltModel, Extension, FormulationBase, SolveChain, apply_extensions
+from remat_models.formulations.base import (
+    BuiltModel,
+    Extension,
+    FormulationBase,
+    PagingPart,
+    SolveChain,
+    apply_extensions,
+)
 from remat_models.formulations.moccasin.layout import IntervalValues, compute_sequence, intervals_from_sequence
 from remat_models.formulations.moccasin.model import MoccasinModel, MoccasinOptions, build_model, hint_values
+from remat_models.formulations.moccasin.paging import MoccasinPagingPart
 from remat_models.formulations.moccasin.peak import MoccasinPeak
 from remat_models.formulations.outcome import SolveOutcome
 from remat_models.formulations.peak import PeakPart
@@ -48,7 +56,7 @@ class MoccasinFormulation(FormulationBase):
 
     name: ClassVar[str] = "moccasin"
     window_nodes: ClassVar[int | None] = 500  # larger graphs: windows of a start (planning/lns.py)
-    paging_part: ClassVar[str | None] = "remat_models.formulations.moccasin.paging"
+    paging_part: ClassVar[type[PagingPart] | None] = MoccasinPagingPart
     peak_model: ClassVar[type[PeakPart] | None] = MoccasinPeak
     options_type: ClassVar[type] = MoccasinOptions
     default_backend: ClassVar[str] = "cpsat"

@@ -20,17 +20,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from remat_models.core.schedule import TRANSFER_STEPS, Offload, Prefetch, Schedule
+from remat_models.formulations.base import PagingPart
+from remat_models.formulations.base import PagingPlugin as Paging  # what the calling extension offers
 from remat_models.formulations.rows import Rows
 from remat_models.model import Var
 from remat_models.model.index import IndexMap
-
-if TYPE_CHECKING:
-    from remat_models.formulations.base import PagingPlugin as Paging  # what the calling extension offers
 
 log = logging.getLogger(__name__)
 
@@ -187,3 +186,12 @@ def hints(paging: Paging, built: Any, schedule: Schedule) -> dict[str, np.ndarra
     if "fetch.size" in m.blocks:
         values["fetch.size"] = np.ones(size)
     return values
+
+
+class MoccasinPagingPart(PagingPart):
+    """Moccasin's paging part (``Moccasin.paging_part``): fetch intervals per paged node."""
+
+    apply = staticmethod(apply)
+    events = staticmethod(events)
+    hints = staticmethod(hints)
+    peak_bound = staticmethod(peak_bound)
