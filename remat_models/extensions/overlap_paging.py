@@ -67,7 +67,7 @@ class OverlapPaging(Paging):
     def supports(self) -> frozenset[str]:  # type: ignore[override]
         """The formulations that declare ``overlap_paging`` (Checkmate: its stage structure carries the clocks)."""
         return frozenset(
-            name for name in formulation_names() if getattr(get_formulation(name), "overlap_paging", False)
+            name for name in formulation_names() if get_formulation(name).overlap_paging
         )
 
     def _part(self, built: Any) -> ModuleType:

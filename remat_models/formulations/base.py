@@ -143,6 +143,10 @@ class Formulation(Protocol):
     default_backend: ClassVar[str]
     integral_option: ClassVar[str | None]
     paging_part: ClassVar[type[PagingPart] | None]
+    peak_model: ClassVar[type[PeakPart] | None]
+    overlap_paging: ClassVar[bool]
+    chooses_save_sets: ClassVar[bool]
+    window_nodes: ClassVar[int | None]
 
     def options(self, options: Any = None) -> Any:
         """Options as ``options_type`` from an instance, a mapping or None; unknown keys are errors."""
@@ -158,6 +162,10 @@ class Formulation(Protocol):
 
     def least_seconds(self, graph: Graph) -> float | None:
         """The least time limit worth building for (None: any)."""
+        ...
+
+    def chooses_impls(self, graph: Graph, options: Any = None) -> bool:
+        """Whether its solve of ``graph`` with ``options`` chooses the operator implementations itself."""
         ...
 
     def decode(self, built: BuiltModel, values: Mapping[str, np.ndarray]) -> Schedule:
@@ -238,6 +246,7 @@ class FormulationBase:
     overlap_paging: ClassVar[bool] = False  # the overlapped paging extension (``paging-overlap``) applies to its model
     chooses_save_sets: ClassVar[bool] = False  # its plans are save sets (PyTorch's plan space: the torch.compile route)
     window_nodes: ClassVar[int | None] = None  # above this many nodes plans re-solve windows of a start (planning/lns)
+    supports_impls: ClassVar[bool] = False  # it chooses operator implementations (graphs handed over as they are)
     # Whether the model holds every schedule of the graph (then its solver's proofs are proofs about the user's
     # problem). No family's does: Checkmate fixes an order and stages, Moccasin C intervals per node, MONeT and
     # H-ILP their option spaces; see ``claim`` and docs/semantics.md, "Status".
@@ -257,6 +266,10 @@ class FormulationBase:
     def least_seconds(self, graph: Graph) -> float | None:
         """The least time limit worth building for: its build plus the shortest solve phase (default: None, any)."""
         return None
+
+    def chooses_impls(self, graph: Graph, options: Any = None) -> bool:
+        """Whether its solve of ``graph`` chooses the implementations itself (default: ``supports_impls``)."""
+        return self.supports_impls
 
     def sequence(self, built: BuiltModel, values: Mapping[str, np.ndarray]) -> Sequenced:
         """The compute sequence of a solution (subclasses)."""

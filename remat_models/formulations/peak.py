@@ -61,13 +61,13 @@ class PeakPart(ABC):
 
 def peak_model_bases() -> list[str]:
     """The formulations that declare a peak model (the bases of exact max batch)."""
-    return [name for name in formulation_names() if getattr(get_formulation(name), "peak_model", None)]
+    return [name for name in formulation_names() if get_formulation(name).peak_model is not None]
 
 
 def peak_model_of(base: str, method: str) -> type[PeakPart]:
     """The peak part the formulation ``base`` declares; ConfigurationError naming the bases if none."""
     form = get_formulation(base) if base in formulation_names() else None
-    part = getattr(form, "peak_model", None)
+    part = None if form is None else form.peak_model
     if part is None:
         bases = " or ".join(peak_model_bases())
         raise ConfigurationError(f"max-batch {method} runs on {bases}, not {base!r} (use bisection)")

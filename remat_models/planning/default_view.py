@@ -23,12 +23,7 @@ def supports_impls(formulation: str | None, graph: Graph, options: Mapping[str, 
 
     A formulation declares it with ``supports_impls``, or per graph and options with ``chooses_impls(graph, options)``.
     """
-    if formulation is None:
-        return False
-    chosen = get_formulation(formulation)
-    if hasattr(chosen, "chooses_impls"):
-        return bool(chosen.chooses_impls(graph, options))
-    return bool(getattr(chosen, "supports_impls", False))
+    return formulation is not None and get_formulation(formulation).chooses_impls(graph, options)
 
 
 def plan_default_view(

@@ -15,7 +15,7 @@ from remat_models.backends.interrupt import run_stoppable
 from remat_models.core.graph import Graph
 from remat_models.core.schedule import Schedule, simulate
 from remat_models.errors import ConfigurationError, ModelTooLargeError
-from remat_models.formulations import Extension, SolveOutcome, get_formulation
+from remat_models.formulations import Extension, Formulation, SolveOutcome, get_formulation
 from remat_models.formulations.solving import DEFAULT_LIMITS, approximate, solve_model
 from remat_models.model import SolveStatus
 from remat_models.planning.lns import MAX_WINDOW_NODES, improve_by_windows
@@ -61,7 +61,7 @@ def run_formulation(
     form = get_formulation(formulation)
     windowed = _windowed(form, graph, budget, options, extensions, windows)
     if not windowed:
-        _check_size(form, graph, budget, options)
+        form.check_size(graph, budget, options)  # ModelTooLargeError before any work
     elif init is None or init == "none":
         log.info("%s: windows need a start: init 'auto'", formulation)
         init = "auto"
@@ -92,7 +92,7 @@ def run_formulation(
 
 
 def _windowed(
-    form: object,
+    form: Formulation,
     graph: Graph,
     budget: int,
     options: Mapping[str, Any] | None,
@@ -109,22 +109,14 @@ def _windowed(
         return False
     if windows:
         return True
-    window_nodes = getattr(form, "window_nodes", None)
-    if window_nodes is not None and graph.n > window_nodes:
+    if form.window_nodes is not None and graph.n > form.window_nodes:
         return True
     try:
-        _check_size(form, graph, budget, options)
+        form.check_size(graph, budget, options)
     except ModelTooLargeError as error:
         log.info("%s; solving windows of a start instead", error)
         return True
     return False
-
-
-def _check_size(form: object, graph: Graph, budget: int, options: Mapping[str, Any] | None) -> None:
-    """The formulation's ``check_size`` where it declares one (``ModelTooLargeError`` before any work)."""
-    check_size = getattr(form, "check_size", None)
-    if check_size is not None:
-        check_size(graph, budget, options)
 
 
 def _solve_windows(
@@ -155,7 +147,7 @@ def _solve_windows(
         options=options,
         stop=stop,
         start_simulation=simulation,
-        max_nodes=getattr(get_formulation(formulation), "window_nodes", None) or MAX_WINDOW_NODES,
+        max_nodes=get_formulation(formulation).window_nodes or MAX_WINDOW_NODES,
     )
     stopped = search.interrupted
     return SolveOutcome(

@@ -86,7 +86,7 @@ def tag(joint: JointGraph, saved: np.ndarray) -> None:
 
 def save_set_methods() -> list[str]:
     """The methods that choose save sets: the heuristic, then each formulation declaring ``chooses_save_sets``."""
-    exact = [name for name in formulation_names() if getattr(get_formulation(name), "chooses_save_sets", False)]
+    exact = [name for name in formulation_names() if get_formulation(name).chooses_save_sets]
     return [SAVE_SET_HEURISTIC, *exact]
 
 
