@@ -8,16 +8,19 @@ from typing import Any
 import numpy as np
 
 from remat_models.backends.base import LoweringBackend, SolveLimits, Trajectory
+from remat_models.backends.deadline import ISOLATE_SIZE, isolation_available
 from remat_models.core.limits import INT32_MAX, fit_seed
 from remat_models.errors import UnsupportedConstructError
 from remat_models.model import Model, SolveResult, SolveStatus
 from remat_models.model import constructs as C
 from remat_models.model.expr import AffineBatch
+from remat_models.model.lowering import LoweredModel
 
 log = logging.getLogger(__name__)
 
 BOUND = 2**50  # infinite integer bounds are clipped to +-BOUND (CP-SAT needs finite domains)
 INT_MIN, INT_MAX = -(2**63), 2**63 - 1
+NO_LIMITS = SolveLimits()
 
 
 class CpSatBackend(LoweringBackend):
@@ -29,6 +32,23 @@ class CpSatBackend(LoweringBackend):
     install_hint = "pip install 'ortools==9.15.6755'"
     isolate_large = True  # overruns its time limit on 1M+ column models: see backends/deadline.py
     takes_solver_options = True  # SatParameters field names
+    precedences = 0  # of the last compiled model's reservoirs (:func:`reservoir_precedences`)
+
+    def compile(self, model: Model, limits: SolveLimits = NO_LIMITS) -> LoweredModel:
+        """The base's compile; also counts the precedences CP-SAT's presolve expands the reservoirs into."""
+        lowered = super().compile(model, limits)
+        self.precedences = reservoir_precedences(lowered.model)
+        return lowered
+
+    def _hard_deadline(self, limits: SolveLimits) -> bool:
+        """The base's rule, and also from ``ISOLATE_SIZE`` reservoir precedences on.
+
+        CP-SAT's presolve expands a reservoir of k events into up to k(k-1)/2 precedence literals without looking
+        at the time limit: Moccasin with C = 1000 on a 65-node chain (2,608 reservoirs, 11.5 M pairs; 10.7k
+        columns, 15.8k rows, far below the base's size) spent 37 s of a 5 s limit in its presolve.
+        """
+        large = limits.time_limit is not None and isolation_available() and self.precedences >= ISOLATE_SIZE
+        return large or super()._hard_deadline(limits)
 
     def _solve_lowered(self, model: Model, limits: SolveLimits, hint: np.ndarray | None) -> SolveResult:
         from ortools.sat.python import cp_model
@@ -118,6 +138,7 @@ class _Builder:
 
         self.m = m
         self.cp = cp_model.CpModel()
+        self.true_index: int | None = None
         proto = self.cp.proto
         lb = np.clip(m.col_lb, -BOUND, BOUND).astype(np.int64).tolist()
         ub = np.clip(m.col_ub, -BOUND, BOUND).astype(np.int64).tolist()
@@ -196,14 +217,40 @@ class _Builder:
             capacity = cu.capacity + (self._var(cu.capacity_col) if cu.capacity_col >= 0 else 0)
             cp.add_cumulative([intervals[i] for i in cu.interval_ids], cu.demands.tolist(), capacity)
         for r in m.reservoirs:
-            actives = [self._lit(c, n) for c, n in zip(r.active_cols.tolist(), r.active_neg.tolist(), strict=True)]
-            times = self._exprs(r.times, "reservoir time")
-            cp.add_reservoir_constraint_with_active(times, r.changes.tolist(), actives, r.min_level, r.max_level)
+            self._reservoir(r)
         for ad in m.all_different:
             cp.add_all_different(self._exprs(ad.exprs, "all_different expression"))
         for p in m.products:
             for z, b, x in zip(p.z.tolist(), p.b.tolist(), p.x.tolist(), strict=True):
                 cp.add_multiplication_equality(self._var(z), [self._var(b), self._var(x)])
+
+    def _reservoir(self, r: C.Reservoir) -> None:
+        """A reservoir written into the proto directly (Moccasin's C = 1000 on a 65-node chain: 235k events).
+
+        Through ``add_reservoir_constraint_with_active`` each event cost a Python ``LinearExpr`` and a variable
+        look-up: 3-4 s for that model before the solver's clock started.
+        """
+        coefs = _integral(r.times.coefs, "reservoir time").tolist()
+        const = _integral(r.times.const, "reservoir time").tolist()
+        cols, ptr = r.times.cols.tolist(), r.times.indptr.tolist()
+        reservoir = self.cp.proto.constraints.add().reservoir
+        reservoir.min_level, reservoir.max_level = int(r.min_level), int(r.max_level)
+        times, changes = reservoir.time_exprs, reservoir.level_changes
+        for s, e, c, change in zip(ptr, ptr[1:], const, r.changes.tolist(), strict=False):
+            time_expr = times.add()
+            time_expr.vars.extend(cols[s:e])
+            time_expr.coeffs.extend(coefs[s:e])
+            time_expr.offset = c
+            changes.add().offset = change
+        active = np.where(r.active_neg, -r.active_cols - 1, r.active_cols)  # a negated literal is -index - 1
+        active[r.active_cols < 0] = self._true()  # always active
+        reservoir.active_literals.extend(active.tolist())
+
+    def _true(self) -> int:
+        """Index of a variable fixed to 1 (the always-true literal), added once."""
+        if self.true_index is None:
+            self.true_index = self.cp.new_constant(1).index
+        return self.true_index
 
     def _objective(self) -> None:
         """Objective written into the proto directly (integer objective if integral, else floating point)."""
@@ -226,6 +273,11 @@ class _Builder:
             fobj.coeffs.extend(w.tolist())
             fobj.offset = m.obj_offset
             fobj.maximize = m.sense == "max"
+
+
+def reservoir_precedences(model: Model) -> int:
+    """Pairs of events over ``model``'s reservoirs: what CP-SAT's presolve may expand them into."""
+    return sum(k * (k - 1) // 2 for k in (len(r.changes) for r in model.reservoirs))
 
 
 def _int_bound(b: np.ndarray, rounding: Any, infinite: int) -> list[int]:

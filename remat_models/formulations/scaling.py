@@ -53,7 +53,7 @@ def scale_costs(costs: np.ndarray, precision: float = DEFAULT_PRECISION) -> tupl
     top = float(c.max()) if c.size else 0.0
     if top == 0.0:
         return np.zeros(c.shape, dtype=np.int64), 1.0, True
-    if np.all(c == np.round(c)):
+    if top < 2**63 and np.all(c == np.round(c)):  # whole numbers past int64 are rounded (no overflowing cast)
         g = gcd_of(c.astype(np.int64))
         if top / g <= MAX_EXACT:
             return (c // g).astype(np.int64), float(g), True
