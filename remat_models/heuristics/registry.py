@@ -45,6 +45,15 @@ def _baseline(function: Callable[[Graph, int], Schedule]) -> Heuristic:
     return Heuristic(lambda graph, budget, **_: (function(graph, budget), {}))
 
 
+def _timed(function: Callable[..., Schedule]) -> Heuristic:
+    """A heuristic taking a time limit (no seed, no options): at the limit it returns its best plan so far."""
+
+    def run(graph: Graph, budget: int, *, time_limit: float | None = None, **_: Any) -> tuple[Schedule, dict[str, Any]]:
+        return function(graph, budget, time_limit=time_limit), {}
+
+    return Heuristic(run, configurable=True)
+
+
 def _fastsa(
     graph: Graph,
     budget: int,
@@ -74,8 +83,8 @@ def _fastsa(
 
 HEURISTICS: dict[str, Heuristic] = {
     **{name: _baseline(function) for name, function in BASELINES.items()},
-    "saveset": _baseline(saveset),
-    "rotor": _baseline(rotor),
+    "saveset": _timed(saveset),
+    "rotor": _timed(rotor),
     "fastsa": Heuristic(
         _fastsa, configurable=True, options=("iterations", *(f.name for f in fields(FastSAOptions))), stoppable=True
     ),

@@ -20,6 +20,7 @@ recomputed bytes during its backward); the rest of the transient memory is left 
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter
 from dataclasses import dataclass
 
@@ -30,7 +31,7 @@ from remat_models.core.schedule import Schedule
 from remat_models.heuristics import _sequence_kernels as kernels
 from remat_models.heuristics.block_options import BlockProblem, block_problem, exact_kept_sets
 from remat_models.heuristics.recompute import Score, best_sequence, forward_mask, sequence_schedule, sequence_score
-from remat_models.heuristics.saveset import saveset_search
+from remat_models.heuristics.saveset import past, saveset_search
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,7 @@ SAVE_SET_LEVELS = (0.25, 0.5, 0.75, 1.0)  # options per block from the save-set 
 EXACT_PROBLEMS = 8  # distinct repeated blocks whose kept values are solved exactly (the zoo's models have 2-8)
 DROP_SHARES = (0.0, 0.25, 0.5, 0.75)  # and dropping these shares of its stored bytes, cheapest per unit of cost first
 INFEASIBLE = np.inf
+UNSCORED: Score = (2**63 - 1, INFEASIBLE)  # a storage limit left unscored past the deadline: above every budget
 
 
 @dataclass(frozen=True)
@@ -314,29 +316,45 @@ def _program(chain: BlockChain, options: _Options, table: _Table, memory: int, u
     return np.array(rows, dtype=np.int64).reshape(-1, 2)
 
 
-def _save_sets(graph: Graph, budget: int) -> list[np.ndarray]:
+def _save_sets(graph: Graph, budget: int, deadline: float | None) -> list[np.ndarray]:
     """The save-set search's plans at ``SAVE_SET_LEVELS`` of ``budget`` and of the input order's peak."""
     top = sequence_score(graph, graph.order)[0]
     levels = {int(share * budget) for share in SAVE_SET_LEVELS} | {int(share * top) for share in SAVE_SET_LEVELS}
-    return [saveset_search(graph, level, descend=False).saved for level in sorted(levels)]
+    return [saveset_search(graph, level, descend=False, deadline=deadline).saved for level in sorted(levels)]
 
 
-def rotor_search(graph: Graph, budget: int) -> np.ndarray | None:
-    """The compute sequence of the cheapest plan found within ``budget`` (else the lowest peak); None: no chain."""
+def rotor_search(graph: Graph, budget: int, deadline: float | None = None) -> np.ndarray | None:
+    """The compute sequence of the cheapest plan found within ``budget`` (else the lowest peak); None: no chain.
+
+    ``deadline`` (a ``time.perf_counter()`` instant): past it the search stops between steps with the plans scored
+    so far (the first table and one plan always).
+    """
     chain = block_chain(graph)
     if chain is None:
         return None
-    options = _options(graph, chain, _save_sets(graph, budget) if graph.n <= SAVE_SET_NODES else [])
+    options = _options(graph, chain, _save_sets(graph, budget, deadline) if graph.n <= SAVE_SET_NODES else [])
     unit = max(1, -(-budget // BUCKETS))
-    found = [plan for transient in (False, True) for plan in _limits(graph, budget, chain, options, unit, transient)]
+    found: list[np.ndarray] = []
+    for transient in (False, True):
+        if not (found and past(deadline)):
+            found += _limits(graph, budget, chain, options, unit, transient, deadline)
     log.info("rotor on %s: %d blocks, %d plans simulated", graph.name, chain.length, len(found))
     return best_sequence(graph, found, budget) if found else None
 
 
 def _limits(
-    graph: Graph, budget: int, chain: BlockChain, options: _Options, unit: int, transient: bool
+    graph: Graph,
+    budget: int,
+    chain: BlockChain,
+    options: _Options,
+    unit: int,
+    transient: bool,
+    deadline: float | None = None,
 ) -> list[np.ndarray]:
-    """The plans of the table in ``unit`` bytes at the storage limits its bisection on the simulated peak scores."""
+    """The plans of the table in ``unit`` bytes at the storage limits its bisection on the simulated peak scores.
+
+    Past ``deadline`` no further limit is scored (the first one, the largest, always is).
+    """
     total = int(options.entering_bytes.sum()) + sum(max(s) for s in options.stored)
     size = min(MAX_UNITS, -(-total // unit) + chain.length) + 1  # + rounding, one per block
     table = _Table(options, unit, size, transient)
@@ -346,13 +364,13 @@ def _limits(
     scored: dict[int, tuple[np.ndarray, Score]] = {}
 
     def score(m: int) -> Score:
-        if m not in scored:
+        if m not in scored and not (scored and past(deadline)):
             program = _program(chain, options, table, m, unit)
             sequence = kernels.program_sequence(
                 graph.order, graph.pred_ptr, graph.pred_idx, graph.position, graph.recomputable, program
             )
             scored[m] = (sequence, sequence_score(graph, sequence))
-        return scored[m][1]
+        return scored[m][1] if m in scored else UNSCORED
 
     low, high = 0, feasible.size - 1
     if score(int(feasible[high]))[0] <= budget:
@@ -369,7 +387,10 @@ def _limits(
     return [sequence for sequence, _ in scored.values()]
 
 
-def rotor(graph: Graph, budget: int) -> Schedule:
-    """The ``rotor`` heuristic: :func:`rotor_search`'s plan, or the input order where the graph has no chain."""
-    sequence = rotor_search(graph, budget)
+def rotor(graph: Graph, budget: int, *, time_limit: float | None = None) -> Schedule:
+    """The ``rotor`` heuristic: :func:`rotor_search`'s plan, or the input order where the graph has no chain.
+
+    ``time_limit``: seconds after which the search stops with the plans it has scored.
+    """
+    sequence = rotor_search(graph, budget, None if time_limit is None else time.perf_counter() + time_limit)
     return sequence_schedule(graph, graph.order if sequence is None else sequence)

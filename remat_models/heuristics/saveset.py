@@ -16,6 +16,7 @@ simulator gives them), so the search costs a few hundred linear-time kernel call
 from __future__ import annotations
 
 import itertools
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -157,10 +158,19 @@ def _prefix_sweep(scorer: _Scorer, budget: int) -> tuple[np.ndarray, Score]:
     return scorer.prefix(high), scores[high]
 
 
-def _resave(scorer: _Scorer, dropped: np.ndarray, score: Score, budget: int) -> tuple[np.ndarray, Score]:
-    """Re-save dropped candidates, dearest per byte first, where the plan still fits and gets cheaper."""
+def past(deadline: float | None) -> bool:
+    """Whether ``deadline`` (a ``time.perf_counter()`` instant; None: none) has passed."""
+    return deadline is not None and time.perf_counter() >= deadline
+
+
+def _resave(
+    scorer: _Scorer, dropped: np.ndarray, score: Score, budget: int, deadline: float | None = None
+) -> tuple[np.ndarray, Score]:
+    """Re-save dropped candidates, dearest per byte first, while the plan fits and gets cheaper, until ``deadline``."""
     dropped = dropped.copy()
     for k in np.flatnonzero(dropped)[::-1].tolist():
+        if past(deadline):
+            break
         dropped[k] = False
         trial = scorer.score(dropped)
         if trial[0] <= budget and trial[1] < score[1]:
@@ -170,10 +180,12 @@ def _resave(scorer: _Scorer, dropped: np.ndarray, score: Score, budget: int) -> 
     return dropped, score
 
 
-def _lower_peak(scorer: _Scorer, dropped: np.ndarray, score: Score, budget: int) -> tuple[np.ndarray, Score]:
+def _lower_peak(
+    scorer: _Scorer, dropped: np.ndarray, score: Score, budget: int, deadline: float | None = None
+) -> tuple[np.ndarray, Score]:
     """Drop saved candidates resident at the peak, cheapest per byte first, while over budget and the peak falls."""
     dropped, tried = dropped.copy(), np.zeros_like(dropped)
-    while score[0] > budget:
+    while score[0] > budget and not past(deadline):
         options = np.flatnonzero(~dropped & ~tried & scorer.resident_at_peak(dropped)[scorer.ranked])
         if not options.size:
             break
@@ -188,20 +200,28 @@ def _lower_peak(scorer: _Scorer, dropped: np.ndarray, score: Score, budget: int)
 
 
 def saveset_search(
-    graph: Graph, budget: int, *, replay: bool = False, regions: Regions | None = None, descend: bool = True
+    graph: Graph,
+    budget: int,
+    *,
+    replay: bool = False,
+    regions: Regions | None = None,
+    descend: bool = True,
+    deadline: float | None = None,
 ) -> SaveSet:
     """The cheapest save-set plan found within ``budget`` bytes, else the lowest-peak one found.
 
     ``replay``: recomputation as ``torch.utils.checkpoint`` does it (:func:`replay_sequence`), over the
     whole forward or per region of ``regions`` (which implies ``replay``). ``descend`` False: where no prefix
-    fits, the lowest-peak prefix as it is (no descent on the values resident at the peak).
+    fits, the lowest-peak prefix as it is (no descent on the values resident at the peak). ``deadline`` (a
+    ``time.perf_counter()`` instant): the descent and the re-saving stop there with the plan so far (the
+    prefix sweep, a few dozen kernel calls, always runs).
     """
     scorer = _Scorer(graph, replay, regions)
     dropped, score = _prefix_sweep(scorer, budget)
     if score[0] > budget and descend:
-        dropped, score = _lower_peak(scorer, dropped, score, budget)
+        dropped, score = _lower_peak(scorer, dropped, score, budget, deadline)
     if score[0] <= budget:
-        dropped, score = _resave(scorer, dropped, score, budget)
+        dropped, score = _resave(scorer, dropped, score, budget, deadline)
     return SaveSet(scorer.saved(dropped), score[0], score[1])
 
 
@@ -221,6 +241,7 @@ def saveset_schedule(
     return sequence_schedule(graph, saved_set_sequence(graph, saved))
 
 
-def saveset(graph: Graph, budget: int) -> Schedule:
-    """The ``saveset`` heuristic: :func:`saveset_search`'s plan as a schedule."""
-    return saveset_schedule(graph, saveset_search(graph, budget).saved)
+def saveset(graph: Graph, budget: int, *, time_limit: float | None = None) -> Schedule:
+    """The ``saveset`` heuristic: :func:`saveset_search`'s plan as a schedule, its search ending by ``time_limit`` s."""
+    deadline = None if time_limit is None else time.perf_counter() + time_limit
+    return saveset_schedule(graph, saveset_search(graph, budget, deadline=deadline).saved)
