@@ -50,6 +50,8 @@ log = logging.getLogger(__name__)
 
 BOUND_NODES = 5_000  # plans of larger graphs carry no lower bounds (the bit matrices take ~0.2 s at 5k nodes)
 BOUND_SECONDS = 1.0  # search time for each bound before the method runs (the cut passes take ~0.3 s at 5k nodes)
+BOUND_SHARE = 0.05  # of a time limit, at most, for each bound; what the bounds take is the method's limit less
+METHOD_SHARE = 0.5  # of the time limit the method keeps however long the bounds took
 BOUND_PATIENCE = 10  # closure LPs in a row without a better cost bound that end that search
 AUTO_BOUND_SHARE = 0.05  # of auto's time limit kept for the cost bound's search, spent if the gap is still large
 AUTO_BOUND_SECONDS = 5.0  # at most this many seconds of it
@@ -104,7 +106,10 @@ def plan(
     ref = resolve_method(method, formulation, backend, approx)
     if transfer is not None:
         options, extensions = _with_transfer(ref, transfer, options, extensions)
-    peak, search = _bounds_first(graph, budget, transfer or _bound_transfer(extensions))
+    started = time.perf_counter()
+    peak, search = _bounds_first(graph, budget, transfer or _bound_transfer(extensions), time_limit)
+    if time_limit is not None:  # the bounds count against the limit
+        time_limit = max(time_limit - (time.perf_counter() - started), METHOD_SHARE * time_limit)
     reserve = _bound_reserve(ref, time_limit, search)
     if reserve:
         time_limit = time_limit - reserve if time_limit is not None else DEFAULT_AUTO_LIMIT - reserve
@@ -138,16 +143,19 @@ def plan(
 
 
 def _bounds_first(
-    graph: Graph, budget: int, transfer: TransferModel | None
+    graph: Graph, budget: int, transfer: TransferModel | None, time_limit: float | None
 ) -> tuple[PeakBound | None, CostBoundSearch | None]:
-    """The peak bound and the cost bound's search (``BOUND_SECONDS`` each); a budget below the peak bound raises.
+    """The peak bound and the cost bound's search (``BOUND_SECONDS`` each, at most ``BOUND_SHARE`` of ``time_limit``).
+
+    A budget below the peak bound raises.
 
     BudgetInfeasibleError names the bound and what proved it. Graphs above ``BOUND_NODES``: (None, None).
     """
     if graph.n > BOUND_NODES:
         return None, None
     started = time.perf_counter()
-    peak, search = bound_search(graph, budget, BOUND_SECONDS, transfer, BOUND_PATIENCE)
+    seconds = BOUND_SECONDS if time_limit is None else min(BOUND_SECONDS, BOUND_SHARE * time_limit)
+    peak, search = bound_search(graph, budget, seconds, transfer, BOUND_PATIENCE)
     log.debug("lower bounds on %s in %.3f s: %s, %s", graph.name, time.perf_counter() - started, peak, search)
     if search is None:
         raise BudgetInfeasibleError(
