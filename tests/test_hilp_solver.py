@@ -7,7 +7,7 @@ import pytest
 from checkmate_graphs import tiny_unet
 
 from remat_models.backends import SolveStatus
-from remat_models.core.graph import Graph
+from remat_models.core.graph import Graph, NodeKind
 from remat_models.core.schedule import Compute, eager_frees, input_order_peak, simulate
 from remat_models.errors import BudgetInfeasibleError
 from remat_models.formulations.hilp.alternatives import base_options
@@ -149,6 +149,59 @@ def test_a_non_recomputable_layer_runs_once() -> None:
     result = solve_hierarchical(fixed, budget, "highs", {"max_leaf": 4, "max_top": 4, "nb_peak": 2, "nb_save": 2})
     check(fixed, budget, result)
     assert sum(isinstance(s, Compute) and s.node == fixed.index["f3"] for s in result.schedule.steps) == 1
+
+
+def _batch_norm_chain(n: int) -> Graph:
+    """linear_chain(n) whose every f_i has a traced batch norm's running-statistics copy s_i.
+
+    s_i (1 byte, not recomputable) reads f_i and is read by b_i and by a final buffer update ``copy_i`` (as in
+    ``benchmarks/cnn/resnet.json``: ``clone_default``/``copy`` -> ``native_batch_norm_backward``, ``copy_``).
+    """
+    chain = linear_chain(n)
+    names, kind = list(chain.names), list(chain.kind)
+    cost, mem, recomputable = chain.cost.tolist(), chain.mem.tolist(), chain.recomputable.tolist()
+    edges, outputs = chain.edges.tolist(), chain.outputs.tolist()
+    for i in range(n):
+        s, c = len(names), len(names) + 1
+        names += [f"s{i}", f"copy_{i}"]
+        kind += [NodeKind.FORWARD, NodeKind.OTHER]
+        cost += [0.0, 0.0]
+        mem += [1, 0]
+        recomputable += [False, False]
+        edges += [[chain.index[f"f{i}"], s], [s, chain.index[f"b{i}"]], [s, c]]
+        outputs.append(c)
+    index = {name: i for i, name in enumerate(names)}
+    order = [index[x] for i in range(n) for x in (f"f{i}", f"s{i}")] + [index["loss"]]
+    order += [index[f"b{i}"] for i in reversed(range(n))] + [index[f"copy_{i}"] for i in range(n)]
+    return Graph.from_arrays(
+        names,
+        np.array(cost),
+        np.array(mem),
+        np.array(edges),
+        kind=kind,
+        recomputable=np.array(recomputable),
+        outputs=outputs,
+        order=np.array(order),
+        name=f"batch_norm_chain{n}",
+    )
+
+
+def test_batch_norm_statistics_do_not_freeze_their_layers() -> None:
+    """Non-recomputable tails (batch-norm statistics) inside clusters: the top stays feasible where a schedule fits.
+
+    Before, every layer holding such a node was non-recomputable (no ``ff``, no recomputing option) and the top
+    level was infeasible at every budget, the input-order peak included (the input order fits it by definition).
+    """
+    graph = _batch_norm_chain(8)
+    opts = {"max_leaf": 4, "max_top": 4, "nb_peak": 2, "nb_save": 2, "warm": False}
+    for budget in (input_order_peak(graph), input_order_peak(graph) - 2):
+        result = solve_hierarchical(graph, budget, "highs", opts)
+        assert result.partition.depth >= 2 and not result.returned_warm_start
+        assert result.status == SolveStatus.FEASIBLE and result.top_status == "optimal"
+        check(graph, budget, result)
+        computed = [s.node for s in result.schedule.steps if isinstance(s, Compute)]
+        assert all(computed.count(graph.index[f"s{i}"]) == 1 for i in range(8))
+        assert computed.count(graph.index["f0"]) >= 1
 
 
 def _random_training_graph(seed: int) -> Graph:

@@ -27,6 +27,7 @@ import numpy as np
 from remat_models.core.graph import Graph
 from remat_models.core.impls import step_impl
 from remat_models.core.schedule import Compute, Schedule, eager_frees
+from remat_models.formulations.hilp.layers import fixed_tails
 from remat_models.formulations.hilp.local import LocalGraph
 
 Profile = tuple[tuple[int, tuple[int, ...], tuple[int, ...]], ...]  # (m_i, freed inputs, pending outputs)
@@ -238,11 +239,15 @@ def fast_forward(lg: LocalGraph) -> FastForward:
 
 
 def base_options(lg: LocalGraph) -> list[ClusterOption]:
-    """Option 0 "autograd" (fwd V, bwd W) and option 1 "recompute" (fwd V, bwd V + W) when V is recomputable."""
+    """Option 0 "autograd" (fwd V, bwd W) and option 1 "recompute" (fwd V, bwd V + W) when V is recomputable.
+
+    The recomputation skips V's non-recomputable tails (``layers.fixed_tails``): their first values are kept.
+    """
     V, W = lg.forward.tolist(), lg.backward.tolist()
     options = [measure(lg, V, W, "base")]
-    if W and lg.graph.recomputable[lg.forward].all():
-        options.append(measure(lg, V, V + W, "base"))
+    again = ~fixed_tails(lg.graph)[lg.forward]
+    if W and lg.graph.recomputable[lg.forward[again]].all():
+        options.append(measure(lg, V, lg.forward[again].tolist() + W, "base"))
     return options
 
 

@@ -41,7 +41,8 @@ class LayerSpec:
     fwd: tuple[Part, ...]  # phantom field = p (>= 0)
     bwd: tuple[Part, ...]  # aligned with fwd; phantom field = p; reads = depB
     ff: Part
-    recomputable: bool = True
+    recomputable: bool = True  # F_j may run again (V has no non-recomputable node but tails, which reruns skip)
+    backward_recomputable: bool = True  # B_j may run again (W is recomputable)
 
 
 @dataclass
@@ -98,7 +99,7 @@ def build_hgraph(graph: Graph, layers: Sequence[LayerSpec] = (), loss: int | Non
                     "parts": list(spec.bwd),
                     "key": max(int(graph.position[v]) for v in spec.backward),
                     "members": list(spec.backward),
-                    "recomputable": spec.recomputable,
+                    "recomputable": spec.backward_recomputable,
                     "pair": f,
                 }
             )

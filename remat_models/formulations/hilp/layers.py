@@ -30,6 +30,20 @@ def forward_mask(graph: Graph) -> np.ndarray:
     return graph.of_kind(NodeKind.FORWARD)
 
 
+def fixed_tails(graph: Graph) -> np.ndarray:
+    """Non-recomputable forward nodes that no recomputable forward node needs (directly or through another one).
+
+    Traced batch norms' running-statistics copies (``clone_default``, ``copy``: read by the backward and the final
+    ``copy_``) are such nodes. A recomputation of their cluster's forward part never needs them, so it skips them
+    (:func:`~remat_models.formulations.hilp.level.once_steps`) instead of making the whole layer non-recomputable.
+    """
+    forward = forward_mask(graph)
+    tail = np.zeros(graph.n, dtype=bool)
+    for v in sorted(np.flatnonzero(forward & ~graph.recomputable).tolist(), key=lambda v: -int(graph.position[v])):
+        tail[v] = all(tail[s] or not forward[s] for s in graph.succs(v).tolist())
+    return tail
+
+
 def _name_partner(name: str) -> list[str]:
     """Forward names a backward node called ``name`` may pair with, by the known patterns."""
     partners = []

@@ -75,19 +75,36 @@ class HilpModel(BuiltModel):
 
     def sequence(self, values: Mapping[str, np.ndarray]) -> list[int]:
         """The flattened compute sequence (nodes of the level graph) of a solution."""
-        parts = [p for node_parts in self.hgraph.parts for p in node_parts]
-        return [v for _, q in self.chosen(values) for v in parts[q].seq]
+        return [v for v, _ in self.steps(values)]
 
     def steps(self, values: Mapping[str, np.ndarray]) -> list[tuple[int, int]]:
-        """:meth:`sequence` as (node, implementation) steps: each chosen option's implementations."""
+        """Each chosen option's (node, implementation) steps, stage by stage (:func:`once_steps`)."""
         parts = [p for node_parts in self.hgraph.parts for p in node_parts]
-        return [step for _, q in self.chosen(values) for step in with_impls(parts[q].seq, parts[q].impls)]
+        steps = [step for _, q in self.chosen(values) for step in with_impls(parts[q].seq, parts[q].impls)]
+        return once_steps(self.graph, steps)
 
     def peak_bound(self, values: Mapping[str, np.ndarray]) -> float:
         """The model's memory bound in bytes: max over cells of U + m R."""
         x = self.model.flatten(values, fill=0.0)
         during = np.concatenate([np.asarray(values["U"], dtype=np.float64), self.memory_rows.evaluate(x)])
         return float(during.max()) * self.mem_scale if during.size else 0.0
+
+
+def once_steps(graph: Graph, steps: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``steps`` without the reruns of non-recomputable nodes.
+
+    A layer whose only such forward nodes are tails (``layers.fixed_tails``, read by no recomputation) runs again
+    without them; their first run's values are kept (the model keeps them to the end).
+    """
+    seen: set[int] = set()
+    kept = []
+    for v, impl in steps:
+        if not graph.recomputable[v]:
+            if v in seen:
+                continue
+            seen.add(v)
+        kept.append((v, impl))
+    return kept
 
 
 class _LevelByLevel(Model):
@@ -282,6 +299,9 @@ class _Builder:
         q, d = qq[ee], dd[ee]
         rows = Rows(tt.size).term(self.rid[tt, q], 1.0).term(self.pid[tt, d], -1.0)
         self.cr(rows, tt, h.producer[d], -1.0, np.arange(tt.size)).add_to(self.m, ub=0.0)
+        fixed = np.flatnonzero(~h.graph.recomputable[h.data_node] & h.recomputable[h.producer])
+        tt, dd = np.nonzero(self.p_mask[:, fixed])
+        Rows(tt.size).term(self.pid[tt, fixed[dd]], 1.0).add_to(self.m, lb=1.0)  # a rerun skips them: kept to the end
         tt, dd = np.nonzero(self.p_mask)
         keep = tt >= 1
         tt, dd = tt[keep], dd[keep]

@@ -48,7 +48,7 @@ from remat_models.formulations.hilp.alternatives import (
 )
 from remat_models.formulations.hilp.backward import backward_sets
 from remat_models.formulations.hilp.graph import HGraph, LayerSpec, Part, build_hgraph
-from remat_models.formulations.hilp.layers import pair_layers
+from remat_models.formulations.hilp.layers import fixed_tails, pair_layers
 from remat_models.formulations.hilp.leaves import solve_leaf
 from remat_models.formulations.hilp.level import HILP_LEVEL, HilpModel
 from remat_models.formulations.hilp.local import LocalGraph, local_graph
@@ -152,6 +152,7 @@ class HierarchicalSolver:
         self.solver = self.chain.backend  # the backend (tests solve a level on it directly)
         self.integral = self.chain.integral
         self.owner = pair_layers(graph)
+        self.tails = fixed_tails(graph)  # non-recomputable forward nodes that reruns of their layer skip
         self.backward: dict[Cluster, np.ndarray] = {}  # W of every cluster, set by run()
         self.solved: dict[str, _Solved] = {}
         self.key_of: dict[Cluster, str] = {}
@@ -214,14 +215,15 @@ class HierarchicalSolver:
             for o in picked
         )
         ff = Part(seq(solved.ff.seq), total(solved.ff.seq), solved.ff.m_fwd, 0, (), profile(solved.ff.profile))
-        members = [*cluster.nodes, *self.backward[cluster].tolist()]
+        nodes = np.array(cluster.nodes, dtype=np.int64)
         return LayerSpec(
             forward=tuple(level_index[v] for v in cluster.nodes),
             backward=tuple(level_index[int(v)] for v in self.backward[cluster]),
             fwd=fwd,
             bwd=bwd if solved.local.backward.size else (),
             ff=ff,
-            recomputable=bool(self.graph.recomputable[members].all()),
+            recomputable=bool((self.graph.recomputable[nodes] | self.tails[nodes]).all()),
+            backward_recomputable=bool(self.graph.recomputable[self.backward[cluster]].all()),
         )
 
     # ------------------------------------------------------------------ options
@@ -335,7 +337,7 @@ class HierarchicalSolver:
             chosen.sort()
             fwd = tuple(layer.fwd[i] for i in chosen)
             bwd = tuple(layer.bwd[i] for i in chosen) if layer.bwd else ()
-            picked.append(LayerSpec(layer.forward, layer.backward, fwd, bwd, layer.ff, layer.recomputable))
+            picked.append(replace(layer, fwd=fwd, bwd=bwd))
         return picked
 
     # ---------------------------------------------------------------------- top
