@@ -11,12 +11,14 @@ import pytest
 
 import remat_models
 from remat_models.core import schedule as core_schedule
+from remat_models.core.batch import BatchScaling
 from remat_models.core.graph import Graph
 from remat_models.core.schedule import Schedule, SimulationResult, input_order_peak
 from remat_models.errors import BudgetError, InputTypeError
 from remat_models.io.generators import linear_chain, unet
 from remat_models.planner import PlanStatus
 from remat_models.planner import plan as plan_bytes
+from remat_models.planning.maxbatch import max_batch
 from remat_models.planning.warm_start import WARM_BASELINES
 
 
@@ -84,6 +86,7 @@ class Simulations:
     schedules: list[object] = field(default_factory=list)
     callers: list[str] = field(default_factory=list)
     bounds: list[str] = field(default_factory=list)
+    graphs: list[tuple[int, int, int]] = field(default_factory=list)  # (nodes, bytes, fixed bytes) per call
 
     def __len__(self) -> int:
         return len(self.schedules)
@@ -98,6 +101,17 @@ class Simulations:
             seen.add(id(schedule))
         return again
 
+    def repeated(self, schedule: object) -> list[str]:
+        """The callers that simulated ``schedule`` on a graph equal to one it was simulated on before."""
+        seen: set[tuple[int, int, int]] = set()
+        again = []
+        for simulated, graph, caller in zip(self.schedules, self.graphs, self.callers, strict=True):
+            if simulated is schedule:
+                if graph in seen:
+                    again.append(caller)
+                seen.add(graph)
+        return again
+
 
 @pytest.fixture
 def simulations(monkeypatch: pytest.MonkeyPatch) -> Iterator[Simulations]:
@@ -106,7 +120,8 @@ def simulations(monkeypatch: pytest.MonkeyPatch) -> Iterator[Simulations]:
     Modules are found by identity (any ``remat_models`` module whose ``simulate`` is the original), so a new
     ``from remat_models.core.schedule import simulate`` is counted without editing this list. In-process only.
     """
-    import remat_models.planning.plan  # noqa: F401  # every module a solve uses, loaded before patching
+    import remat_models.formulations.maxbatch  # every module a solve uses, loaded before patching
+    import remat_models.planning.plan  # noqa: F401
 
     original = core_schedule.simulate
     seen = Simulations()
@@ -119,6 +134,7 @@ def simulations(monkeypatch: pytest.MonkeyPatch) -> Iterator[Simulations]:
         else:
             seen.schedules.append(schedule)
             seen.callers.append(caller)
+            seen.graphs.append((graph.n, int(graph.mem.sum()), int(graph.fixed_mem)))
         return original(graph, schedule, *args, **kwargs)  # type: ignore[arg-type]
 
     for name, module in list(sys.modules.items()):
@@ -190,3 +206,14 @@ def test_auto_simulates_once_per_report_in_this_process(chain: Graph, simulation
     assert len(simulations) == reports, (reports, simulations.callers)
     assert simulations.resimulated() == []
     assert all(caller.startswith("planning/portfolio.py") for caller in simulations.callers)
+
+
+@pytest.mark.parametrize("method", ["min-peak", "product"])
+def test_exact_max_batch_simulates_its_schedule_once_per_graph(simulations: Simulations, method: str) -> None:
+    """The returned schedule: simulated per sample by the exact solve and at its batch by the result, once each."""
+    graph = BatchScaling.proportional(linear_chain(6), 1).attach(linear_chain(6))
+    result = max_batch(graph, 40, formulation="checkmate", backend="highs", method=method)
+    assert simulations.repeated(result.schedule) == [], simulations.callers
+    assert result.schedule is not None and result.batch >= 1
+    assert core_schedule.simulate(graph.at_batch(result.batch), result.schedule).peak <= 40
+    assert result.per_sample_peak == core_schedule.simulate(graph.at_batch(1), result.schedule).peak

@@ -52,6 +52,7 @@ class ExactBatch:
     upper_bound: int | None
     status: SolveStatus
     details: dict[str, Any] = field(default_factory=dict)
+    per_sample_peak: int | None = None  # the schedule's simulated peak on the per-sample graph
 
 
 def solve_exact(
@@ -118,7 +119,7 @@ def solve_exact(
         details["model_per_sample_peak"] = pm.peak_bytes(float(np.ravel(result.values[pm.peak_block])[0]))
     elif start is not None:  # nothing within the limits: the warm start (which meets the cap) stands
         details["returned_warm_start"] = True
-    batch = 0
+    batch, peak = 0, None
     if schedule is not None:
         peak = simulate(per_sample, schedule).peak
         batch = min(upper, room // peak) if peak > 0 else upper
@@ -126,7 +127,7 @@ def solve_exact(
     if bound is not None:
         bound = max(bound, batch)
     log.info("max-batch %s on %s/%s: batch %d, bound %s (%s)", method, base, backend, batch, bound, result.status.value)
-    return ExactBatch(batch, schedule, bound, result.status, details)
+    return ExactBatch(batch, schedule, bound, result.status, details, peak)
 
 
 def _upper_bound(

@@ -194,7 +194,10 @@ def max_batch(
             lower=max(search.start_batch, 0), upper=search.upper, time_limit=time_limit, seed=seed,
             options=options, start=search.start,
         )  # fmt: skip
-        return search.finish(chosen, f"{base}/{solver}", exact.batch, exact.schedule, exact.upper_bound, exact.details)
+        return search.finish(
+            chosen, f"{base}/{solver}", exact.batch, exact.schedule, exact.upper_bound, exact.details,
+            per_sample=exact.per_sample_peak,
+        )  # fmt: skip
 
     result, interrupted = run_stoppable(run)
     if interrupted is not None:
@@ -340,9 +343,13 @@ class _Search:
         schedule: Schedule | None,
         upper_bound: int | None,
         details: dict[str, Any] | None = None,
+        per_sample: int | None = None,
     ) -> MaxBatchResult:
-        """Re-simulate at ``batch``, check memory and cap, and set the status."""
-        simulation = per_sample = None
+        """Re-simulate at ``batch``, check memory and cap, and set the status.
+
+        ``per_sample``: the schedule's per-sample peak where the caller simulated it (else simulated here).
+        """
+        simulation = None
         if schedule is not None and batch >= 1:
             simulation = simulate(self.graph.at_batch(batch), schedule)
             if not simulation.fits(self.memory) or not within_cap(simulation.total_cost, self.cap):
@@ -350,9 +357,10 @@ class _Search:
                     f"{base}: the schedule found for batch {batch} peaks at {simulation.peak} B (memory"
                     f" {self.memory} B) and costs {simulation.total_cost} (cap {self.cap})"
                 )
-            per_sample = simulate(self.scaling.per_sample(self.graph), schedule).peak
+            if per_sample is None:
+                per_sample = simulate(self.scaling.per_sample(self.graph), schedule).peak
         else:
-            batch, schedule = 0, None
+            batch, schedule, per_sample = 0, None, None
         if upper_bound is not None:
             upper_bound = max(min(upper_bound, self.upper), 0)
         # only the lower-bound limit (self.upper) holds for every schedule; a solver's bound holds in its model
