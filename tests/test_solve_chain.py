@@ -172,12 +172,6 @@ def test_checkmate_with_one_warm_start_simulates_at_most_twice(
     assert len(simulations) == (2 if init != "none" else 1), simulations.callers
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="planning/bounds.py (_PivotScan.pivots) simulates the input-order schedule for its memory timeline on "
-    "every plan() of a graph up to BOUND_NODES (planning/plan.py _with_bounds): cache the input order's simulation "
-    "beside input_order_peak, then drop this mark",
-)
 def test_a_plan_does_not_simulate_the_input_order_again(chain: Graph, simulations: Simulations) -> None:
     """The reference (input order) is simulated once per graph and cached; a plan adds no simulation of it."""
     remat_models.plan(chain, "80%", formulation="checkmate", backend="highs", time_limit=30)

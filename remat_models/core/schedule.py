@@ -304,9 +304,14 @@ def input_order_schedule(graph: Graph) -> Schedule:
 
 
 @lru_cache(maxsize=32)  # keyed by the graph's content hash (Graph.__hash__/__eq__): computed once per graph
+def input_order_simulation(graph: Graph) -> SimulationResult:
+    """The simulation of :func:`input_order_schedule` (cached per graph: budgets and bounds read it)."""
+    return simulate(graph, input_order_schedule(graph))
+
+
 def input_order_peak(graph: Graph) -> int:
     """Peak memory of the input order with eager frees: the reference for fractional budgets."""
-    return simulate(graph, input_order_schedule(graph)).peak
+    return input_order_simulation(graph).peak
 
 
 def _checked_steps(graph: object, schedule: object) -> tuple[Step, ...]:

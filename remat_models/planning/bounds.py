@@ -25,7 +25,13 @@ import numpy as np
 from remat_models.core.budget import check_budget
 from remat_models.core.graph import Graph, NodeKind
 from remat_models.core.limits import check_time_limit
-from remat_models.core.schedule import Compute, input_order_peak, input_order_schedule, simulate, tdi
+from remat_models.core.schedule import (
+    Compute,
+    input_order_peak,
+    input_order_schedule,
+    input_order_simulation,
+    tdi,
+)
 from remat_models.core.transfer import TransferModel
 from remat_models.errors import BudgetInfeasibleError
 
@@ -303,7 +309,7 @@ class _PivotScan:
         """The pivots in the order of :meth:`pivots`."""
         graph = self.graph
         schedule = input_order_schedule(graph)
-        timeline = simulate(graph, schedule).timeline
+        timeline = input_order_simulation(graph).timeline
         pressure = np.zeros(graph.n, dtype=np.int64)
         for k, step in enumerate(schedule.steps):
             if isinstance(step, Compute):
