@@ -78,7 +78,7 @@ def test_every_window_solution_splices_into_a_fitting_schedule(formulation: str,
     for ranges in _windows(len(lifetimes.sequence), np.random.default_rng(1))[:8]:
         window = window_of(graph, lifetimes, ranges)
         outcome = solve_model(
-            window.graph, budget, formulation, backend, limits=SolveLimits(time_limit=10), init=window.init
+            window.graph, budget, formulation, backend, limits=SolveLimits(time_limit=3), init=window.init
         )
         assert outcome.schedule is not None
         assert outcome.simulation.total_cost <= simulate(window.graph, window.init).total_cost + 1e-6
@@ -119,7 +119,7 @@ def test_windows_on_request_through_plan_and_the_cli(tmp_path) -> None:
     """``windows=True`` / ``--windows`` on a small graph; refused for heuristics and approximations."""
     graph = transformer(3)
     budget = int(0.6 * input_order_peak(graph))
-    result = plan(graph, budget, formulation="moccasin", windows=True, time_limit=8)
+    result = plan(graph, budget, formulation="moccasin", windows=True, time_limit=4)
     assert result.status is PlanStatus.WITHIN_BUDGET and simulate(graph, result.schedule).peak <= budget
     assert result.details["solver_status"] == "feasible" and result.details["windows"] >= 1
     with pytest.raises(ConfigurationError, match="windows apply to formulations"):
@@ -128,7 +128,7 @@ def test_windows_on_request_through_plan_and_the_cli(tmp_path) -> None:
         plan(graph, budget, formulation="checkmate", approx="lp-rounding", windows=True)
     path, out = tmp_path / "t3.json", tmp_path / "plan.json"
     write_graph(graph, path)
-    run = remat("solve", path, "-b", "60%", "-f", "checkmate", "--windows", "--time-limit", "6", "-o", out)
+    run = remat("solve", path, "-b", "60%", "-f", "checkmate", "--windows", "--time-limit", "3", "-o", out)
     assert run.returncode == 0, run.stderr
     assert simulate(graph, read_schedule(out, graph)).peak <= budget + 1
     refused = remat("solve", path, "-b", "60%", "-m", "chen-greedy", "--windows")
