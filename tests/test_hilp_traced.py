@@ -163,3 +163,27 @@ def test_stray_nodes_are_not_absorbed_one_level_per_round() -> None:
     g = read_graph(Path(__file__).parents[1] / "benchmarks" / "zoo" / "zoo_resnet.json")
     partition = h_partition(g, PartitionOptions(max_leaf=12, max_top=20))
     assert partition.depth <= 8
+
+
+@pytest.mark.parametrize("name", ["cnn/resnet.json", "zoo/zoo_resnet.json"])
+def test_resnet_buffer_updates_and_residual_gradient_sums_keep_the_clusters_whole(name: str) -> None:
+    """Traced ResNets: num_batches_tracked updates (forward nodes without a forward edge) stay plain top items and
+    do not count against M^t (they forced zoo_resnet's network into one 330-node cluster); a residual's gradient
+    sum joins the backward part it sits in (left plain, it made the pairing's groups cyclic and the rank fallback
+    left zoo_resnet a 181-node top cluster without a backward part, all its activations out-data)."""
+    from pathlib import Path
+
+    from remat_models.formulations.hilp.layers import forward_mask
+    from remat_models.io import read_graph
+
+    g = read_graph(Path(__file__).parents[1] / "benchmarks" / name)
+    partition = h_partition(g, PartitionOptions(max_leaf=12, max_top=20))
+    forward = forward_mask(g)
+    linked = {v for u, w in g.edges.tolist() if forward[u] and forward[w] for v in (u, w)}
+    isolated = [v for v in np.flatnonzero(forward).tolist() if v not in linked]
+    in_clusters = {v for c in partition.clusters() for v in c.nodes}
+    assert isolated and all(v in partition.top and v not in in_clusters for v in isolated)
+    backward = backward_sets(g, partition, pair_layers(g))
+    top = [m for m in partition.top if isinstance(m, Cluster)]
+    assert len(top) >= 3 and all(backward[c].size for c in top)
+    assert _levels_acyclic(g, partition, backward)

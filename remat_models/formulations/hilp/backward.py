@@ -88,7 +88,7 @@ def _level(
     if not any(isinstance(item, Cluster) for item in items):
         return
     item_of, rank = _item_ranks(graph, items)
-    members = _by_owner(items, item_of, pool, owner)
+    members = _by_owner(graph, items, item_of, pool, owner)
     if not _acyclic(graph, items, item_of, members, pool):
         members = _by_rank(graph, items, item_of, rank, pool, owner)
     for i, item in enumerate(items):
@@ -99,14 +99,29 @@ def _level(
 
 
 def _by_owner(
-    items: list[int | Cluster], item_of: dict[int, int], pool: list[int], owner: np.ndarray
+    graph: Graph, items: list[int | Cluster], item_of: dict[int, int], pool: list[int], owner: np.ndarray
 ) -> dict[int, list[int]]:
-    """The pairing's groups: the pool nodes owned by each cluster's forward nodes."""
+    """The pairing's groups: the pool nodes owned by each cluster's forward nodes.
+
+    A gradient-only node (no owner) joins the one cluster that both a pool predecessor and an owned successor belong
+    to, or the one its pool predecessors all joined: a traced ResNet's gradient ``add`` of a residual (reading the
+    next block's gradient and its own branch's) sits between two backward nodes of one cluster, and left plain it
+    made that backward part non-convex (a cycle through it), which sent the whole level to :func:`_by_rank` (on
+    ``zoo_resnet`` a 181-node forward cluster with no backward part, its 144 activations all out-data).
+    """
     members: dict[int, list[int]] = {}
-    for x in pool:
+    group: dict[int, int] = {}
+    in_pool = set(pool)
+    for x in pool:  # by position: a node's pool predecessors come first
         i = item_of.get(int(owner[x]), -1) if owner[x] >= 0 else -1
+        if owner[x] < 0 and graph.kind[x] != NodeKind.LOSS:
+            joined = {group.get(p, -1) for p in graph.preds(x).tolist() if p in in_pool}
+            after = {item_of.get(int(owner[y]), -1) for y in graph.succs(x).tolist() if y in in_pool and owner[y] >= 0}
+            between = joined & after - {-1}
+            i = between.pop() if len(between) == 1 else joined.pop() if len(joined) == 1 else -1
         if i >= 0 and isinstance(items[i], Cluster):
             members.setdefault(i, []).append(x)
+            group[x] = i
     return members
 
 

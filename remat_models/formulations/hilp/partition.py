@@ -126,7 +126,13 @@ def h_partition(graph: Graph, options: PartitionOptions | None = None, deadline:
         succ = graph.succs(v)
         if succ.size == 0 or any(graph.kind[s] == NodeKind.LOSS for s in succ):
             model_output[v] = True
-    items: list[int | Cluster] = list(fwd_nodes)
+    linked = np.zeros(graph.n, dtype=bool)
+    inner = forward[graph.edges[:, 0]] & forward[graph.edges[:, 1]]
+    linked[graph.edges[inner].ravel()] = True
+    # forward nodes without a forward edge (traced buffer updates such as batch norms' num_batches_tracked + 1) can
+    # join no candidate; counted against M^t they forced a traced ResNet's whole network into one cluster
+    isolated: list[int | Cluster] = [v for v in fwd_nodes if not linked[v]]
+    items: list[int | Cluster] = [v for v in fwd_nodes if linked[v]]
     rounds = 0
     grads = has_backward if check_grad else None
     while _estimate_items(items) > opts.max_top:
@@ -143,7 +149,7 @@ def h_partition(graph: Graph, options: PartitionOptions | None = None, deadline:
             log.warning("H-Partition: round %d did not shrink the graph (%d items); stopping", rounds, len(items))
             break
         items = new_items
-    return Partition(tuple(items), rounds)
+    return Partition(tuple(items + isolated), rounds)
 
 
 def _estimate_items(items: list[int | Cluster]) -> int:
