@@ -23,6 +23,8 @@ from remat_models.heuristics.three_way import three_way
 from remat_models.io.generators import linear_chain, random_layered
 from remat_models.planning.plan import PlanStatus, plan
 
+LIMIT = 10.0  # seconds: these solves take under one; the warm start's least-peak search scales with it (60: 10-25 s)
+
 
 def overlap(bw: float, **options: object) -> TransferModel:
     """Both directions at ``bw`` bytes per cost unit, overlapped with compute (``latency``, ``host``: as the CLI)."""
@@ -32,7 +34,7 @@ def overlap(bw: float, **options: object) -> TransferModel:
 def solve(graph, budget, transfer, backend="highs", **options):
     """The exact overlap optimum (``options`` go to OverlapPaging); the simulator checks its schedule."""
     result = plan(graph, budget, formulation="checkmate", backend=backend, allow_over_budget=True,
-                  extensions=[OverlapPaging(transfer, **options)], time_limit=60)  # fmt: skip
+                  extensions=[OverlapPaging(transfer, **options)], time_limit=LIMIT)  # fmt: skip
     if result.status is PlanStatus.NO_SCHEDULE_IN_MODEL:  # then serial paging finds nothing either
         serial = Paging(replace(transfer, mode="serial"), **options)
         assert plan(graph, budget, formulation="checkmate", backend=backend, allow_over_budget=True,
@@ -83,7 +85,7 @@ def test_highs_and_cpsat_agree_and_overlap_never_costs_more_than_serial(case, ma
     cpsat = solve(graph, budget, overlap(bw), "cpsat")
     assert highs.solver_status.value == cpsat.solver_status.value == "optimal_in_model"
     assert highs.details["objective"] == pytest.approx(cpsat.details["objective"], abs=1e-6)
-    serial = plan(graph, budget, formulation="checkmate", backend="highs", time_limit=60,
+    serial = plan(graph, budget, formulation="checkmate", backend="highs", time_limit=LIMIT,
                   extensions=[Paging(TransferModel(out_bw=bw, in_bw=bw))])  # fmt: skip
     assert highs.details["objective"] <= serial.details["objective"] + 1e-6
     # the serial optimum's schedule, overlapped, is one the overlap model covers: it costs no less
