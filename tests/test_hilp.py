@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import networkx as nx
 import pytest
 from checkmate_graphs import budgets, random_dag, tiny_graphs, tiny_unet
 
 from remat_models.backends import SolveLimits, SolveStatus, available, get_backend
-from remat_models.core.schedule import input_order_peak, input_order_schedule, simulate
-from remat_models.errors import RematError
+from remat_models.core.schedule import eager_frees, input_order_peak, input_order_schedule, simulate
+from remat_models.core.stages import stages_from_schedule
+from remat_models.errors import InvalidScheduleError, RematError
 from remat_models.formulations.checkmate.formulation import CHECKMATE
 from remat_models.formulations.hilp.formulation import HILP
 from remat_models.heuristics.exhaustive import exhaustive_optimum
@@ -110,3 +112,29 @@ def test_estimate_matches_the_lowered_size() -> None:
     size = estimate(built.model, native)
     lowered = lower(built.model, native).model
     assert (size.variables, size.constraints) == (lowered.num_cols, lowered.num_rows)
+
+
+def test_a_warm_start_outside_the_stage_structure_is_recast_and_is_the_incumbent() -> None:
+    """Recomputations out of stage order (as FastSA's) and first computations in another topological order: the
+    flat model takes the start (recast as Checkmate's, stages in its first-computation order) instead of dropping
+    it; its hint assignment is feasible and costs what the start costs in the simulator."""
+    chain = linear_chain(6)
+    ix = chain.index
+    names = [f"f{i}" for i in range(6)] + ["loss", "b5", "f4", "f3", "b4", "b3", "b2", "b1", "b0"]
+    layered = random_layered(9, seed=2)
+    dag = nx.DiGraph(layered.edges.tolist())
+    dag.add_nodes_from(range(layered.n))
+    other = list(nx.lexicographical_topological_sort(dag, key=lambda v: -v))  # not the input order
+    for graph, sequence in ((chain, [ix[n] for n in names]), (layered, other)):
+        start = eager_frees(graph, sequence)
+        with pytest.raises(InvalidScheduleError):
+            stages_from_schedule(graph, graph.order, start)
+        sim = simulate(graph, start)
+        opts = HILP.warm_options(FLAT, start)
+        built = HILP.build(graph, sim.peak, opts)
+        values = HILP.hints(built, start)
+        assert built.model.check(values) == []
+        assert built.cost(built.model.objective_value(values)) == pytest.approx(sim.total_cost)
+        outcome = HILP.solve(built, "highs", LIMITS, init=start)
+        assert outcome.simulation.peak <= sim.peak
+        assert outcome.simulation.total_cost <= sim.total_cost + 1e-9

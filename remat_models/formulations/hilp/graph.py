@@ -73,9 +73,22 @@ class HGraph:
         return self.graph.mem[self.data_node]
 
 
-def build_hgraph(graph: Graph, layers: Sequence[LayerSpec] = (), loss: int | None = None, once: bool = True) -> HGraph:
-    """The level of ``graph`` whose groups are ``layers`` (every other node plain); ``loss``: node computed once."""
+def build_hgraph(
+    graph: Graph,
+    layers: Sequence[LayerSpec] = (),
+    loss: int | None = None,
+    once: bool = True,
+    order: np.ndarray | None = None,
+) -> HGraph:
+    """The level of ``graph`` whose groups are ``layers`` (every other node plain); ``loss``: node computed once.
+
+    Ties of the phase order go by position in ``order`` (a topological order; default: the input order).
+    """
     n = graph.n
+    position = graph.position
+    if order is not None:
+        position = np.empty(n, dtype=np.int64)
+        position[order] = np.arange(n)
     owner = np.full(n, -1, dtype=np.int64)
     nodes: list[dict] = []  # unsorted compute nodes
     for spec in layers:
@@ -84,7 +97,7 @@ def build_hgraph(graph: Graph, layers: Sequence[LayerSpec] = (), loss: int | Non
             {
                 "name": f"F[{graph.names[spec.forward[0]]}..]",
                 "parts": [*spec.fwd, spec.ff],
-                "key": min(int(graph.position[v]) for v in spec.forward),
+                "key": min(int(position[v]) for v in spec.forward),
                 "members": list(spec.forward),
                 "recomputable": spec.recomputable,
                 "pair": None,
@@ -97,7 +110,7 @@ def build_hgraph(graph: Graph, layers: Sequence[LayerSpec] = (), loss: int | Non
                 {
                     "name": f"B[{graph.names[spec.forward[0]]}..]",
                     "parts": list(spec.bwd),
-                    "key": max(int(graph.position[v]) for v in spec.backward),
+                    "key": max(int(position[v]) for v in spec.backward),
                     "members": list(spec.backward),
                     "recomputable": spec.backward_recomputable,
                     "pair": f,
@@ -110,7 +123,7 @@ def build_hgraph(graph: Graph, layers: Sequence[LayerSpec] = (), loss: int | Non
     for v in range(n):
         if owner[v] < 0:
             owner[v] = len(nodes)
-            nodes.append({"name": graph.names[v], "key": int(graph.position[v]), "members": [v], "pair": None})
+            nodes.append({"name": graph.names[v], "key": int(position[v]), "members": [v], "pair": None})
     reads: list[set[int]] = []
     for k, node in enumerate(nodes):
         members = set(node["members"])

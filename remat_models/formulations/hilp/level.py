@@ -21,15 +21,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 import numpy as np
 
 from remat_models.core.graph import Graph
-from remat_models.core.schedule import Schedule
-from remat_models.core.stages import stages_from_schedule
-from remat_models.errors import ConfigurationError
+from remat_models.core.schedule import Schedule, eager_frees, simulate
+from remat_models.core.stages import resolve_order, staged_sequence, stages_from_schedule
+from remat_models.errors import ConfigurationError, InvalidScheduleError
 from remat_models.formulations.base import BuiltModel, FormulationBase
 from remat_models.formulations.checkmate.formulation import byte_gcd, memory_scale
 from remat_models.formulations.hilp.alternatives import with_impls
@@ -143,7 +143,8 @@ class HilpLevel(FormulationBase):
             placeholder = _LevelByLevel(f"hilp:{graph.name}")
             return HilpDeferred(placeholder, graph, int(budget), Units(), formulation=self.name, options=opts)
         loss = next((v for v in graph.order.tolist() if graph.kind[v] == "loss"), None)
-        built = self.build_level(build_hgraph(graph, loss=loss, once=opts.loss_once), budget, opts)
+        hgraph = build_hgraph(graph, loss=loss, once=opts.loss_once, order=resolve_order(graph, opts.order))
+        built = self.build_level(hgraph, budget, opts)
         built.formulation = self.name
         return built
 
@@ -153,18 +154,39 @@ class HilpLevel(FormulationBase):
         """The H-ILP of one level under ``budget`` bytes."""
         return _Builder(hgraph, budget, self.options(options)).build()
 
+    def warm_options(self, options: Any, init: Schedule | None) -> HilpOptions:
+        """The flat model's stages follow the warm start's first computations unless an order is given (as Checkmate's).
+
+        The hierarchical solve ignores ``order``.
+        """
+        opts = self.options(options)
+        if init is None or opts.order is not None:
+            return opts
+        return self.options(replace(opts, order=tuple(int(v) for v in init.first_computation_order())))
+
     def sequence(self, built: BuiltModel, values: Mapping[str, np.ndarray]) -> list[int | Any]:
         """Every chosen option's nodes, stage by stage."""
         return list(_hilp(built).sequence(values))
 
     def _hints(self, built: BuiltModel, schedule: Schedule) -> dict[str, np.ndarray]:
-        """Values of every block for a staged schedule of a flat model (single-node options)."""
+        """Values of every block for a schedule of a flat model (single-node options).
+
+        A schedule outside the stage structure (FastSA recomputes in any order) is recast into it as Checkmate
+        does (``staged_sequence``, then eager frees) if the recast one still fits the budget.
+        """
         hm = _hilp(built)
         h = hm.hgraph
         if any(len(p) != 1 or len(p[0].seq) != 1 for p in h.parts):
             raise ConfigurationError("hilp hints exist for flat models only")
         order = np.array([p[0].seq[0] for p in h.parts], dtype=np.int64)
-        R, S = stages_from_schedule(hm.graph, order, schedule)
+        try:
+            R, S = stages_from_schedule(hm.graph, order, schedule)
+        except InvalidScheduleError:
+            staged = eager_frees(hm.graph, staged_sequence(hm.graph, order, schedule))
+            peak = simulate(hm.graph, staged).peak
+            if peak > hm.budget:
+                raise InvalidScheduleError(f"recast into stages, its peak {peak:,} B exceeds the budget") from None
+            R, S = stages_from_schedule(hm.graph, order, staged)
         if (R & ~hm.r_mask).any():
             raise ConfigurationError("the schedule uses a cell this hilp model has no variable for")
         return staged_assignment(hm, {"R": R[hm.r_mask], "P": _p_values(hm, S, order)})

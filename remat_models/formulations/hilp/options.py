@@ -49,6 +49,7 @@ class HilpOptions:
     level_time_limit: float = 30.0
     options_time_limit: float | None = None  # all option ILPs together (None: a share of the total limit)
     warm: bool = True  # hierarchical: a FastSA warm start when the given one does not fit
+    order: tuple[int, ...] | None = None  # flat model: its stage order (default the input order; a warm start's)
     leaf: str = "hilp"  # the formulation ("NAME[/BACKEND]") solving leaf clusters' option grids (leaves.py)
 
     def validated(self) -> HilpOptions:
