@@ -65,12 +65,17 @@ def test_saveset_given_time_returns_a_plan_within_the_budget(tr400: Graph) -> No
 
 
 def test_the_lower_bounds_count_against_the_time_limit() -> None:
-    """On 4,807 nodes the bounds took 1.7 s before the method's clock started; now a share of the limit, subtracted."""
+    """On 4,807 nodes the bounds took 1.7 s before the method's clock started; now a share of the limit, subtracted.
+
+    In process (no interpreter start): the whole ``plan()`` within 1.1 x limit + 1 s (3.7-4 s before: the bounds, then
+    the save-set search's full 2 s).
+    """
     graph = transformer(200)
     budget = parse_budget("50%", graph)
-    result = plan(graph, budget, "least-peak", time_limit=2.0)
-    assert result.lower_bound is not None
-    assert result.details["search_time_s"] <= 2.0 - 0.2  # the least-peak search got what the bounds left (>= 0.25 s)
+    started = time.perf_counter()
+    result = plan(graph, budget, "saveset", time_limit=2.0)
+    assert time.perf_counter() - started <= 1.1 * 2.0 + 1.0
+    assert result.lower_bound is not None and result.wall_time < 2.0  # the method got what the bounds left
 
 
 def test_huge_whole_costs_are_rounded_without_a_cast_warning() -> None:
