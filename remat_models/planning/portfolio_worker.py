@@ -33,7 +33,7 @@ from remat_models.heuristics.three_way import three_way
 from remat_models.io import linear_chain
 from remat_models.planning.result import MethodRun
 from remat_models.planning.solve import run_formulation
-from remat_models.planning.warm_start import auto_init, cheapest_fitting, fast_baselines
+from remat_models.planning.warm_start import WarmStart, auto_init, cheapest_fitting, fast_baselines
 
 log = logging.getLogger(__name__)
 
@@ -173,11 +173,16 @@ def _exact(conn: Connection, job: dict[str, Any], total: float) -> None:
         if _poll(conn, min(job["wait"], _seconds_left(job, total))):
             candidates.append(conn.recv()["init"])
     else:  # its own start, and the portfolio's best by then (FastSA's worker has often reported)
-        started = time.perf_counter()
-        own = auto_init(graph, budget, seed=job["seed"], time_limit=total)
+        started, reported = time.perf_counter(), []
+
+        def report_start(start: WarmStart) -> None:  # a member of its own: never above the exact solves' start
+            reported.append(start.schedule)
+            _send(conn, "warm start", start.schedule, seconds=time.perf_counter() - started)
+
+        own = auto_init(graph, budget, seed=job["seed"], time_limit=total, on_baseline=report_start)
         candidates = [own.schedule] if own is not None else []
-        if own is not None:  # a member of its own: auto never returns above the exact solves' start
-            _send(conn, "warm start", own.schedule, seconds=time.perf_counter() - started)
+        if own is not None and own.schedule not in reported:  # the polish or FastSA beat the baselines
+            report_start(own)
         candidates += _portfolio_best(conn, min(ASK_SECONDS, max(0.0, _seconds_left(job, total))))
     found = cheapest_fitting(graph, budget, candidates)
     start = None if found is None else found.schedule

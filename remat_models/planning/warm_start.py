@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
 from remat_models.backends import SolveLimits
@@ -71,7 +71,13 @@ def initial_schedule(
 
 
 def auto_init(
-    graph: Graph, budget: int, *, seed: int = 0, time_limit: float | None = None, stop: threading.Event | None = None
+    graph: Graph,
+    budget: int,
+    *,
+    seed: int = 0,
+    time_limit: float | None = None,
+    stop: threading.Event | None = None,
+    on_baseline: Callable[[WarmStart], None] | None = None,
 ) -> WarmStart | None:
     """The default warm start of an exact solve (``--init auto``): the cheapest fitting fast heuristic, or None.
 
@@ -87,13 +93,16 @@ def auto_init(
     there; at least ``INIT_LEAST_PEAK_MIN_SECONDS``, or half the limit if less; ``LEAST_PEAK_TIME_LIMIT``
     without a limit): it stops once within the budget, so every budget above the peak it reaches gets a start.
     None when nothing fits: the solver then starts as it would without a warm start (Moccasin from the input
-    order, or its staged greedy on small graphs).
+    order, or its staged greedy on small graphs). ``on_baseline`` gets the cheapest fitting baseline as soon as
+    the baselines are scored, before the polish and FastSA (``auto``'s exact worker reports it at once).
     """
     started = time.perf_counter()
     deadline = None if time_limit is None else started + INIT_SHARE * time_limit
     baselines = fast_baselines(graph, budget, deadline)
     scored = {name: WarmStart(schedule, simulate(graph, schedule)) for name, schedule in baselines.items()}
     best = cheapest(budget, scored.values())
+    if best is not None and on_baseline is not None:
+        on_baseline(best)
     candidates: list[Schedule] = []
     if best is None and not (stop is not None and stop.is_set()):
         until = None if time_limit is None else started + INIT_LEAST_PEAK_SHARE * time_limit
