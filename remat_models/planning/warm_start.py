@@ -184,13 +184,14 @@ WARM_BASELINES = (*FAST_BASELINES, "rotor")  # the default warm start's (rotor: 
 BASELINES_CHEAPEST_FIRST = ("chen-sqrtn", "knapsack", "chen-greedy", "saveset", "rotor")  # ~0.1, 0.4, 0.8 s at 9.6k
 SAVESET_NODES = 2000  # saveset and rotor join up to this many nodes (0.05-0.5 s and 1-2 s on the zoo)
 SAVESET_BASED = ("saveset", "rotor")  # rotor's block options come from the save-set search
+MIN_BASELINE_SECONDS = 0.5  # the least time limit the save-set search or rotor gets within a warm start's share
 
 
 def fast_baselines(graph: Graph, budget: int, deadline: float | None = None) -> dict[str, Schedule]:
     """The schedules of ``WARM_BASELINES`` by name (in that order): the candidates of every warm start.
 
     They run cheapest first; with a ``deadline`` (``time.perf_counter()`` seconds) one after the first
-    runs only before it.
+    runs only before it, and the save-set search and rotor get what is left of it as their time limit.
     """
     found: dict[str, Schedule] = {}
     for name in BASELINES_CHEAPEST_FIRST:
@@ -199,7 +200,8 @@ def fast_baselines(graph: Graph, budget: int, deadline: float | None = None) -> 
             continue
         if name in SAVESET_BASED:
             if graph.n <= SAVESET_NODES:  # PyTorch's plan space, searched: often the cheapest start on transformers
-                found[name] = run_heuristic(name, graph, budget)[0]
+                left = None if deadline is None else max(MIN_BASELINE_SECONDS, deadline - time.perf_counter())
+                found[name] = run_heuristic(name, graph, budget, time_limit=left)[0]
             continue
         found[name] = BASELINES[name](graph, budget)
     return {name: found[name] for name in WARM_BASELINES if name in found}
