@@ -44,6 +44,7 @@ STARTS_SHARE = 0.5  # of that time, for the descents from the baselines (what th
 FASTSA_SHARE = 0.4  # of what is left then (less the cheapening's share): FastSA, then a descent from its result
 FASTSA_SHARE_NO_BACKWARD = 0.7  # the same on graphs without a backward pass (measured: FastSA's start wins there)
 FASTSA_MIN_SECONDS = 1.0
+FASTSA_SECONDS_PER_NODE = 0.02  # FastSA's run is capped by the graph's size (a 5-node graph stalls in milliseconds)
 SAVESET_NODES = 2000  # the save-set search lowers its peak slowly: 0.2 s on the zoo, 15 s at budget 0 on 4.8k nodes
 ROUND_SECONDS = 0.25  # the first slice of each start's descent; slices double every round
 
@@ -417,6 +418,7 @@ def least_peak_search(
         best, best_fit = _descents(sequences, pool, budget, best, starts_end, stop)
         training = bool(graph.of_kind(NodeKind.BACKWARD).any())
         fastsa_seconds = (FASTSA_SHARE if training else FASTSA_SHARE_NO_BACKWARD) * (searches_end - time.perf_counter())
+        fastsa_seconds = min(fastsa_seconds, FASTSA_SECONDS_PER_NODE * graph.n)
         stopped = stop is not None and stop.is_set()
         if best_fit is None and best[0][0] > graph.lower_bound and fastsa_seconds >= FASTSA_MIN_SECONDS and not stopped:
             annealed = _fastsa_sequence(fastsa_seconds, graph, seed, stop)
