@@ -30,9 +30,6 @@ NAMED = re.compile(rf"^({'|'.join(sorted(map(re.escape, FAMILIES), key=len, reve
 # was written, in files other sessions were changing or that need more than a flag. Each entry is one to remove
 # by declaring a capability; a new literal anywhere (or one more in a listed file) fails the test.
 ALLOWED: dict[tuple[str, str], tuple[int, str]] = {
-    ("planning/portfolio.py", "checkmate"): (1, "auto's exact members chosen by graph size (_exact_members)"),
-    ("planning/portfolio.py", "moccasin"): (3, "as above: a declared size range per formulation would replace it"),
-    ("planning/portfolio.py", "hilp"): (1, "as above: H-ILP above hilp_nodes"),
     ("formulations/hilp/options.py", "checkmate"): (1, "LEAF_FORMULATIONS: the leaf solvers H-ILP accepts"),
     ("formulations/hilp/options.py", "moccasin"): (1, "as above: a 'may solve a leaf grid' capability would do"),
     ("formulations/hilp/options.py", "monet"): (1, "as above"),
@@ -43,14 +40,6 @@ ALLOWED: dict[tuple[str, str], tuple[int, str]] = {
         "the exhaustive search's structure named after MONeT's (forward once, then backward): a heuristic "
         "option value, not a lookup of the formulation; renaming it changes a user-visible option",
     ),
-    ("io/node_link.py", "checkmate"): (1, "the node-link file dialect of Checkmate's repository, not the formulation"),
-    ("bench/reference.py", "moccasin"): (
-        2,
-        "the Moccasin paper's result table (published figures), not the formulation",
-    ),
-    ("bench/tables.py", "moccasin"): (1, "the column order of the papers' result families in bench tables"),
-    ("bench/methods.py", "checkmate"): (1, "maps a bench method to the paper's result family it is compared with"),
-    ("bench/methods.py", "moccasin"): (2, "as above"),
 }
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from remat_models.errors import ConfigurationError
 from remat_models.extensions.registry import extension_code, make_extensions
+from remat_models.formulations import paper_family
 from remat_models.planning.methods import MethodRef, parse_method_name
 
 # Published method families (columns of the reference tables) by our method's identity.
@@ -18,7 +19,6 @@ _HEURISTIC_FAMILIES = {
     "ap-greedy": "ap_greedy",
     "griewank": "griewank_logn",
 }
-_FORMULATION_FAMILIES = {"checkmate": "checkmate_milp", "moccasin": "moccasin"}
 
 
 @dataclass(frozen=True)
@@ -201,4 +201,4 @@ def _family(spec: MethodSpec) -> str | None:
         return _HEURISTIC_FAMILIES.get(spec.name)
     if spec.approx == "lp-rounding":
         return "checkmate_lp_rounding"
-    return None if spec.formulation is None else _FORMULATION_FAMILIES.get(spec.formulation)
+    return paper_family(spec.formulation)

@@ -27,7 +27,6 @@ _GIB = 2**30
 class Published:
     """One published result: a graph file, a budget, a method family, and what the paper printed."""
 
-    table: str  # "moccasin" | "fastsa"
     graph: str  # the paper's name, e.g. "RL G1"
     file: str  # graph file stem
     n: int | None
@@ -51,10 +50,6 @@ class Reference:
     moccasin: tuple[Published, ...]
     fastsa: tuple[Published, ...]
     checkmate: dict[str, dict[str, float | None]]  # model -> column -> ratio
-
-    def rows(self, table: str) -> tuple[Published, ...]:
-        """The rows of ``"moccasin"`` or ``"fastsa"``."""
-        return self.moccasin if table == "moccasin" else self.fastsa
 
 
 NO_REFERENCE = Reference(moccasin=(), fastsa=(), checkmate={})  # no published numbers at hand
@@ -99,7 +94,6 @@ def _moccasin(row: dict[str, str]) -> Published:
         peak = _float(row["peak_mem"])
         cost = _float(row["tdi_percent"])
         return Published(
-            table="moccasin",
             graph=row["graph"],
             file=Path(row["file"]).stem,
             n=int(row["n"]),
@@ -123,7 +117,6 @@ def _fastsa(row: dict[str, str]) -> Published:
     try:
         cost = _float(row["cost_increase_percent"])
         return Published(
-            table="fastsa",
             graph=row["graph"],
             file=Path(row["file"]).stem,
             n=None,

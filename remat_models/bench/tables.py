@@ -10,7 +10,6 @@ from remat_models.bench.reference import CHECKMATE_COLUMNS, CHECKMATE_MODELS, Pu
 from remat_models.bench.table import Column, Table
 from remat_models.planning.plan import Status
 
-_FAMILY_ORDER = ("checkmate_milp", "checkmate_lp_rounding", "moccasin", "fastsa")
 _GIB = 2**30
 _EXACT = "checkmate_milp"
 # Checkmate's MILP proves optimality in its model (input order, stages), the optimum the paper's Table 2 uses;
@@ -168,11 +167,12 @@ def _paper_rows(
     for (file, budget_text), pubs in slots.items():
         mine = [c for (f, b, _), c in cells.items() if f == file and matches(pubs[0], f, b, c.first["reference_peak"])]
         ran = {c.first.get("paper") for c in mine}
+        order = [p.method for p in pubs]  # the paper's own order of its method families
         entries: list[tuple[int, str, Cell | None, Published | None]] = []
         for cell in mine:
             paper = next((p for p in pubs if p.method == cell.first.get("paper")), None)
-            entries.append((_rank(cell.first.get("paper")), cell.first["method"], cell, paper))
-        entries += [(_rank(p.method), p.method, None, p) for p in pubs if p.method not in ran]
+            entries.append((_rank(cell.first.get("paper"), order), cell.first["method"], cell, paper))
+        entries += [(_rank(p.method, order), p.method, None, p) for p in pubs if p.method not in ran]
         size = _size(pubs, mine, (*published, *sizes))
         for _, method, cell, paper in sorted(entries, key=lambda e: (e[0], e[1])):
             rows.append(_row(pubs[0], size, budget_text, method, cell, paper, peak))
@@ -252,8 +252,8 @@ def _size(pubs: list[Published], mine: list[Cell], published: tuple[Published, .
     return None if known is None else f"({known.n}, {known.m})"
 
 
-def _rank(family: str | None) -> int:
-    return _FAMILY_ORDER.index(family) if family in _FAMILY_ORDER else len(_FAMILY_ORDER)
+def _rank(family: str | None, order: list[str]) -> int:
+    return order.index(family) if family in order else len(order)
 
 
 def _get(record: Record | None, key: str) -> Any:

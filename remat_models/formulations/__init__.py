@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import inspect
 from collections.abc import Callable
+from typing import Literal
 
 from remat_models.errors import ConfigurationError
 from remat_models.formulations.base import (
@@ -32,10 +33,13 @@ __all__ = [
     "apply_extensions",
     "approximation_names",
     "approximation_options",
+    "auto_formulation",
     "formulation_names",
     "get_approximation",
     "get_formulation",
+    "leaf_formulations",
     "options_of",
+    "paper_family",
     "register_approximation",
     "register_formulation",
 ]
@@ -53,15 +57,53 @@ _REGISTRY: dict[str, str] = {
     "saveset-intervals": "remat_models.formulations.saveset.intervals:SAVESET_INTERVALS",
 }
 
+# What other layers ask of a formulation by role rather than by name (code outside a formulation's package never
+# names one): auto's exact worker (planning/portfolio.py) runs the "large" formulation first above its option
+# hilp_nodes, else the "small" one up to checkmate_nodes, then the "every" one on every graph.
+AutoRole = Literal["small", "large", "every"]
+_AUTO_ROLES: dict[str, str] = {"small": "checkmate", "large": "hilp", "every": "moccasin"}
+# The formulations that may solve a leaf cluster's option grid in H-ILP (its ``leaf`` option).
+_LEAF_SOLVERS: list[str] = ["hilp", "checkmate", "moccasin", "monet"]
+# formulation -> the method family of the papers' result tables (/work/shared/reference) its runs compare with.
+_PAPER_FAMILIES: dict[str, str] = {"checkmate": "checkmate_milp", "moccasin": "moccasin"}
+
 # name -> (formulation it approximates, "module:function")
 _APPROXIMATIONS: dict[str, tuple[str, str]] = {
     "lp-rounding": ("checkmate", "remat_models.formulations.checkmate.rounding:lp_rounding"),
 }
 
 
-def register_formulation(name: str, target: str) -> None:
-    """Register a formulation instance given as ``"module:attribute"``."""
+def register_formulation(
+    name: str,
+    target: str,
+    *,
+    auto_role: AutoRole | None = None,
+    leaf_solver: bool = False,
+    paper_family: str | None = None,
+) -> None:
+    """Register a formulation instance given as ``"module:attribute"``, with the roles it takes (see above)."""
     _REGISTRY[name] = target
+    if auto_role is not None:
+        _AUTO_ROLES[auto_role] = name
+    if leaf_solver and name not in _LEAF_SOLVERS:
+        _LEAF_SOLVERS.append(name)
+    if paper_family is not None:
+        _PAPER_FAMILIES[name] = paper_family
+
+
+def auto_formulation(role: AutoRole) -> str:
+    """The formulation ``auto``'s exact worker runs in ``role`` ("small", "large" or "every" graph)."""
+    return _AUTO_ROLES[role]
+
+
+def leaf_formulations() -> tuple[str, ...]:
+    """The formulations that may solve a leaf cluster's option grid in H-ILP."""
+    return tuple(_LEAF_SOLVERS)
+
+
+def paper_family(formulation: str | None) -> str | None:
+    """The papers' result family ``formulation``'s runs compare with, if any."""
+    return None if formulation is None else _PAPER_FAMILIES.get(formulation)
 
 
 def formulation_names() -> list[str]:

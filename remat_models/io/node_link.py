@@ -40,7 +40,7 @@ _DEFAULT = Node(name="default")
 class NodeLinkFlavour(StrEnum):
     """Which kind of node-link data a file holds."""
 
-    CHECKMATE = "checkmate"
+    CHECKMATE = "checkmate-repository"  # the files of Checkmate's repository (the paper graphs)
     RANDOM_LAYERED = "random-layered"
     GENERIC = "generic"
 

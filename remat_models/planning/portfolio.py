@@ -43,7 +43,7 @@ from remat_models.core.limits import check_count, wait_slice
 from remat_models.core.schedule import TRANSFER_STEPS, Schedule, SimulationResult, simulate
 from remat_models.core.transfer import TransferModel
 from remat_models.errors import ConfigurationError
-from remat_models.formulations.base import options_of
+from remat_models.formulations import auto_formulation, options_of
 from remat_models.heuristics.baselines import BASELINES
 from remat_models.planning.portfolio_worker import Worker
 from remat_models.planning.result import MethodRun
@@ -224,8 +224,9 @@ def _exact_members(nodes: int, opts: AutoOptions) -> list[str]:
     Moccasin follows H-ILP too: above its ``window_nodes`` it re-solves windows of the best schedule so far.
     """
     if nodes > opts.hilp_nodes:
-        return ["hilp", "moccasin"]
-    return ["checkmate", "moccasin"] if nodes <= opts.checkmate_nodes else ["moccasin"]
+        return [auto_formulation("large"), auto_formulation("every")]
+    small = [auto_formulation("small")] if nodes <= opts.checkmate_nodes else []
+    return [*small, auto_formulation("every")]
 
 
 def _collect(
