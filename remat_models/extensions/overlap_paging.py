@@ -31,9 +31,7 @@ times are rounded up to it (the objective stays an upper bound).
 from __future__ import annotations
 
 import logging
-import sys
 from collections.abc import Mapping
-from types import ModuleType
 from typing import Any, ClassVar
 
 import numpy as np
@@ -43,6 +41,7 @@ from remat_models.core.stages import stages_from_schedule
 from remat_models.errors import ConfigurationError, InvalidScheduleError
 from remat_models.extensions.paging import MAX_MODEL_UNITS, Paging
 from remat_models.formulations import formulation_names, get_formulation
+from remat_models.formulations.base import PagingPart
 from remat_models.formulations.checkmate import paging as serial
 from remat_models.formulations.checkmate.formulation import CHECKMATE, CheckmateModel
 from remat_models.formulations.rows import Rows, index_of
@@ -70,12 +69,12 @@ class OverlapPaging(Paging):
             name for name in formulation_names() if get_formulation(name).overlap_paging
         )
 
-    def _part(self, built: Any) -> ModuleType:
+    def _part(self, built: Any) -> type[PagingPart]:
         if built.formulation not in self.supports:
             raise ConfigurationError(
                 f"{self.name} supports {', '.join(sorted(self.supports))}, not {built.formulation!r}"
             )
-        return sys.modules[__name__]
+        return OverlapPagingPart
 
 
 def apply(paging: Paging, built: Any) -> None:
@@ -104,6 +103,14 @@ def hints(paging: Paging, built: Any, schedule: Schedule) -> dict[str, np.ndarra
         values = {**CHECKMATE._hints(built, schedule), **serial.hints(paging, built, schedule)}
     values.update(_least_clocks(built.model, values))
     return values
+
+
+class OverlapPagingPart(PagingPart):
+    """The overlapped paging's part of Checkmate's model: the serial blocks and the clocks."""
+
+    apply = staticmethod(apply)
+    events = staticmethod(events)
+    hints = staticmethod(hints)
 
 
 def _paged(paging: Paging, built: Any, schedule: Schedule) -> dict[str, np.ndarray]:
