@@ -127,8 +127,16 @@ class LoweringBackend(ABC):
         est = estimate(model, native)
         log.debug("%s: size after lowering %s", self.name, est)
         est.check(limits.max_variables, limits.max_nonzeros)
+        self.check_size(est)
         self.compiled_size = est  # a reservoir counts its events as rows: CP-SAT expands Moccasin's into rows
         return lower(model, native)
+
+    def check_size(self, size: SizeEstimate) -> None:
+        """Raise ``ModelTooLargeError`` if the solver would refuse a model of ``size`` (after lowering): none here.
+
+        Called before lowering, so a refusal the solver would give only after a long build comes at once.
+        """
+        del size
 
     def solve(
         self, model: Model, limits: SolveLimits = SolveLimits(), hints: dict[str, Any] | None = None

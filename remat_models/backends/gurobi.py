@@ -1,7 +1,13 @@
-"""Gurobi backend (gurobipy matrix API): CSR rows via ``addMConstr``, indicators via ``addGenConstrIndicator``."""
+"""Gurobi backend (gurobipy matrix API): CSR rows via ``addMConstr``, indicators via ``addGenConstrIndicator``.
+
+A timed solve of a large model runs in a child killed at a hard deadline (``backends/deadline.py``): handing
+Moccasin's lowered model of a 60-node window (4 M columns) to gurobipy took 70 s, outside Gurobi's time limit.
+Under a size-limited license (pip's gurobipy) a model above its size is refused before it is lowered or built.
+"""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import logging
 from collections.abc import Iterator
@@ -12,7 +18,7 @@ import numpy as np
 from remat_models.backends.base import LoweringBackend, SolveLimits, Trajectory
 from remat_models.core.limits import fit_seed
 from remat_models.errors import BackendUnavailableError, ModelTooLargeError, SolverError
-from remat_models.model import Model, SolveResult, SolveStatus
+from remat_models.model import Model, SizeEstimate, SolveResult, SolveStatus
 from remat_models.model import constructs as C
 from remat_models.model.size import model_size
 
@@ -21,6 +27,7 @@ log = logging.getLogger(__name__)
 SIZE_LIMITED = 10010  # GurobiError: "Model too large for size-limited license"
 NO_LICENSE = (10009, 10032)  # no/expired license
 MAX_SEED = 2_000_000_000  # the range of Gurobi's Seed parameter
+LICENSE_SIZE = 2000  # a size-limited license takes at most this many variables and this many constraints
 
 
 class GurobiBackend(LoweringBackend):
@@ -31,11 +38,17 @@ class GurobiBackend(LoweringBackend):
     module = "gurobipy"
     takes_solver_options = True  # Gurobi parameter names (setParam)
     install_hint = "pip install 'remat_models[gurobi]' (gurobipy and scipy; pip's gurobipy license is size-limited)"
+    isolate_large = True  # gurobipy takes a minute to build a 4 M-column model, outside Gurobi's time limit
 
     @classmethod
     def available(cls) -> bool:
         """Whether gurobipy and scipy (for the CSR matrices) are importable."""
         return super().available() and importlib.util.find_spec("scipy") is not None
+
+    def check_size(self, size: SizeEstimate) -> None:
+        """Refuse at once a model above a size-limited license's size (Gurobi would refuse it after the build)."""
+        if max(size.variables, size.constraints) > LICENSE_SIZE and size_limited_license():
+            raise _too_large(size)
 
     def _solve_lowered(self, model: Model, limits: SolveLimits, hint: np.ndarray | None) -> SolveResult:
         import gurobipy as gp
@@ -51,7 +64,7 @@ class GurobiBackend(LoweringBackend):
                 if hint is not None:
                     x.Start = np.where(np.isnan(hint), GRB.UNDEFINED, hint)
                 self.stopper.on_stop(gm.terminate)  # Ctrl-C (interrupt.py)
-                gm.optimize(_callback(traj, lines if limits.log else None))
+                gm.optimize(_callback(traj, x, lines if limits.log else None))
                 if gm.Status == GRB.INF_OR_UNBD:  # ask again without dual reductions to tell the two apart
                     gm.Params.DualReductions = 0
                     gm.optimize()
@@ -121,15 +134,33 @@ def check_parameter(name: str, value: object) -> None:
         env.setParam(name, value)
 
 
-def _callback(traj: Trajectory, lines: list[str] | None) -> Any:
-    """A callback recording improving incumbents (and log lines when asked)."""
+@functools.cache
+def size_limited_license() -> bool:
+    """Whether the Gurobi license in use is size-limited (it refuses a model of ``LICENSE_SIZE + 1`` columns).
+
+    One probe per process (~0.25 s, mostly the license check a solve makes anyway).
+    """
+    import gurobipy as gp
+
+    try:
+        with gp.Env(params={"OutputFlag": 0}) as env, gp.Model("license probe", env=env) as gm:
+            gm.addMVar(LICENSE_SIZE + 1)
+            gm.optimize()
+    except gp.GurobiError as err:
+        log.debug("gurobi: license probe: %s (error %s)", err, err.errno)
+        return bool(err.errno == SIZE_LIMITED)
+    return False
+
+
+def _callback(traj: Trajectory, x: Any, lines: list[str] | None) -> Any:
+    """A callback recording improving incumbents (sent to the parent from a hard-deadline child), and log lines."""
     from gurobipy import GRB
 
     def cb(gm: Any, where: int) -> None:
         if where == GRB.Callback.MIPSOL:
             obj = gm.cbGet(GRB.Callback.MIPSOL_OBJ)
             if not traj.points or obj != traj.points[-1][1]:
-                traj.record(obj)
+                traj.record(obj, lambda: gm.cbGetSolution(x))
         elif where == GRB.Callback.MESSAGE and lines is not None:
             lines.append(gm.cbGet(GRB.Callback.MSG_STRING).rstrip("\n"))
 
@@ -185,13 +216,17 @@ def _status(status: int, has_solution: bool) -> SolveStatus:
 def _translate(err: Any, model: Model) -> Exception:
     """The library's error for a ``GurobiError``."""
     if err.errno == SIZE_LIMITED:
-        size = model_size(model)
-        return ModelTooLargeError(
-            f"gurobi: the model ({size.variables} variables, {size.constraints} constraints after lowering) is"
-            " above the size limit of the license in use (pip's gurobipy ships a size-limited license: about"
-            " 2000 variables and 2000 constraints); install a full Gurobi license, or use highs/cpsat",
-            estimate=size.as_dict(),
-        )
+        return _too_large(model_size(model))
     if err.errno in NO_LICENSE:
         return BackendUnavailableError(f"gurobi: no usable license ({err}); {GurobiBackend.install_hint}")
     return SolverError(f"gurobi failed: {err} (error {err.errno})")
+
+
+def _too_large(size: SizeEstimate) -> ModelTooLargeError:
+    """The error for a model of ``size`` (after lowering) above a size-limited license's size."""
+    return ModelTooLargeError(
+        f"gurobi: the model ({size.variables} variables, {size.constraints} constraints after lowering) is"
+        f" above the size limit of the license in use (pip's gurobipy ships a size-limited license: {LICENSE_SIZE}"
+        f" variables and {LICENSE_SIZE} constraints); install a full Gurobi license, or use highs/cpsat",
+        estimate=size.as_dict(),
+    )
