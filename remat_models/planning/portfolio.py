@@ -13,7 +13,9 @@ The portfolio (:mod:`remat_models.planning.portfolio_worker` runs its members) s
   ``remat solve -f moccasin`` would start; reported at once as the member ``warm start``) and the portfolio's
   best by then, which it asks this process for;
 - this process plans the fallbacks meanwhile: the saved-set knapsack while the workers import, then Chen's
-  greedy within ``INIT_SHARE`` of the limit (or while nothing fits).
+  greedy within ``INIT_SHARE`` of the limit (or while nothing fits), and where neither fits the least-peak
+  search from them (``LEAST_PEAK_SHARE`` of the limit, at most ``LEAST_PEAK_MAX_S``; it stops once within the
+  budget): under load the exact worker's own search, after its slower baselines, came too late (LLaMA at 25 %).
   Given a transfer model (option ``transfer``, ``plan(..., transfer=...)``) every member is simulated
   under it, and a third worker runs the three-way planner (keep, recompute or offload each value) in the
   last ``offload_share`` of the limit, started from the members' schedules reported by then (each competes
@@ -45,6 +47,8 @@ from remat_models.core.transfer import TransferModel
 from remat_models.errors import ConfigurationError
 from remat_models.formulations import auto_formulation, options_of
 from remat_models.heuristics.baselines import BASELINES
+from remat_models.heuristics.least_peak import STARTS as LEAST_PEAK_STARTS
+from remat_models.heuristics.least_peak import least_peak_search
 from remat_models.planning.portfolio_worker import Worker
 from remat_models.planning.result import MethodRun
 from remat_models.planning.warm_start import DEFAULT_TIME_LIMIT, INIT_FASTSA_NODES, INIT_SHARE
@@ -53,6 +57,9 @@ log = logging.getLogger(__name__)
 
 STOP_GRACE = 2.0  # seconds past the deadline before workers still running are stopped (at most STOP_GRACE_SHARE)
 STOP_GRACE_SHARE = 0.05  # of the time limit: short limits keep 1.1 x limit + 2 s with the process start
+LEAST_PEAK_SHARE = 0.25  # of the time limit: the least-peak search in this process when no fallback fits
+LEAST_PEAK_MAX_S = 10.0  # seconds, at most (it stops at its first fitting schedule: ~1 s on the zoo at 25 %)
+LEAST_PEAK_MIN_S = 0.5  # seconds: less than this left, it does not start
 WORKER_STOP_S = 1.0  # seconds the stopped workers get together to end before they are killed
 STOP_POLL = 0.2  # seconds between checks for a stop (SIGINT, SIGTERM) while waiting for reports
 
@@ -181,6 +188,9 @@ def auto(
                 workers[name].send({"graph": graph, "budget": budget, "seed": seed, "deadline": deadline, **job})
             if time.monotonic() < deadline - (1 - INIT_SHARE) * total or not portfolio.fits():
                 _fallback(graph, budget, "chen-greedy", portfolio)  # within a warm start's share of the limit
+            if not portfolio.fits():  # feasibility first, here too: the exact worker's own search may come too late
+                seconds = min(LEAST_PEAK_MAX_S, LEAST_PEAK_SHARE * total, deadline - time.monotonic())
+                _least_peak_fallback(graph, budget, portfolio, seconds, stopper)
             live = {worker.conn: worker for name, worker in workers.items() if name != "offload"}
             grace = min(STOP_GRACE, STOP_GRACE_SHARE * total)
             until = deadline
@@ -216,6 +226,16 @@ def _fallback(graph: Graph, budget: int, name: str, portfolio: _Portfolio) -> No
     t0 = time.perf_counter()
     schedule = BASELINES[name](graph, budget)
     portfolio.offer({"method": name, "schedule": schedule, "seconds": time.perf_counter() - t0})
+
+
+def _least_peak_fallback(graph: Graph, budget: int, portfolio: _Portfolio, seconds: float, stopper: Stopper) -> None:
+    """Offer the least-peak search's schedule (from the fallbacks' schedules), planned in this process."""
+    if seconds < LEAST_PEAK_MIN_S:
+        return
+    t0 = time.perf_counter()
+    starts = {name: schedule for name, schedule in portfolio.latest.items() if name in LEAST_PEAK_STARTS}
+    found = least_peak_search(graph, budget, time_limit=seconds, stop=stopper.stopped, starts=starts)
+    portfolio.offer({"method": "least-peak", "schedule": found.schedule, "seconds": time.perf_counter() - t0})
 
 
 def _exact_members(nodes: int, opts: AutoOptions) -> list[str]:
