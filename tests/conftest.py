@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pickle
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +12,35 @@ import pytest
 from remat_models.io import linear_chain, write_graph
 
 SHARED_DIR = Path(os.environ.get("REMAT_SHARED", Path(__file__).resolve().parents[1].parent / "shared"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def numba_kernels_cached() -> None:
+    """numba's on-disk cache filled before the first test, as ``make setup`` does (seconds when it is already filled).
+
+    Cold, each process of the first tests (``auto``'s workers, the CLI's) compiles the kernels itself: 20-90 s on
+    two busy cores, past the deadlines of the ``auto`` tests' members. A graph sent to a worker arrives unpickled,
+    its arrays writable: the kernels compiled for a local Graph's read-only arrays do not match it, so the warm
+    start's baselines and the three-way planner also run here on such a copy (as the workers do).
+    """
+    from remat_models.core.graph import Graph
+    from remat_models.core.transfer import TransferModel
+    from remat_models.heuristics.fastsa import fastsa
+    from remat_models.heuristics.least_peak import least_peak
+    from remat_models.heuristics.three_way import three_way
+    from remat_models.heuristics.warmup import compile_kernels
+    from remat_models.planning.warm_start import auto_init, fast_baselines
+
+    compile_kernels()
+    edges = [(i, i + 1) for i in range(5)] + [(0, 5), (1, 4)]
+    local = Graph.from_arrays([f"v{i}" for i in range(6)], [1.0] * 6, [2] * 6, edges, name="warmup")
+    received = pickle.loads(pickle.dumps(local))  # as a worker gets it
+    for graph in (local, received):  # no time limit: under load a limit ends the search before every kernel ran
+        fast_baselines(graph, 8)
+        least_peak(graph, 0, time_limit=None)
+        auto_init(graph, 8, time_limit=None)
+        fastsa(graph, 8, iterations=(256, 256))
+        three_way(graph, 8, TransferModel(out_bw=2, in_bw=2))
 
 
 @pytest.fixture(scope="session", autouse=True)
