@@ -3,6 +3,7 @@ above a size-limited license is refused before it is lowered or built (a minute 
 
 from __future__ import annotations
 
+import re
 import time
 
 import numpy as np
@@ -65,17 +66,18 @@ def test_moccasin_windows_on_gurobi_hold_the_limit_on_9607_nodes() -> None:
 
 def test_a_large_timed_solve_is_killed_at_the_hard_deadline_with_its_incumbent(monkeypatch: pytest.MonkeyPatch) -> None:
     """A solve counted as large runs in the hard-deadline child: Gurobi told to run 100 s (``TimeLimit``, a solver
-    option, wins over the time limit) is killed at 1 s + 1 s + 5 %, and the start it was given comes back."""
+    option, wins over the time limit) is killed at the limit, and the start it was given comes back."""
     monkeypatch.setattr(backend_base, "ISOLATE_SIZE", 0)  # every solve counts as large
     model = _market_split(m_rows=6, n=60)  # 72 columns: within a size-limited license; hours to prove
     x = np.zeros(60)
     a = model.row_batches[0]
     hint = {"x": x, "sp": np.zeros(6), "sm": _rhs(a)}  # no item chosen: each row's slack is its whole rhs
-    limits = SolveLimits(time_limit=1.0, solver_options={"TimeLimit": 100.0})
+    limits = SolveLimits(time_limit=2.0, solver_options={"TimeLimit": 100.0})
     started = time.perf_counter()
     result = get_backend("gurobi").solve(model, limits, hints=hint)
-    assert time.perf_counter() - started <= allowed(1.0)
-    assert "killed at the hard deadline" in (result.log or "")
+    assert time.perf_counter() - started <= allowed(2.0)
+    killed_at = re.search(r"killed at the hard deadline \(([\d.]+) s\)", result.log or "")
+    assert killed_at is not None and float(killed_at.group(1)) <= 2.0  # the limit, the lowering and fork included
     assert result.status is SolveStatus.FEASIBLE  # the start, or a better incumbent the child sent
     assert model.check(result.values) == []
     assert result.objective <= float(_rhs(a).sum())

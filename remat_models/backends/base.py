@@ -20,6 +20,7 @@ from remat_models.backends.deadline import (
     ISOLATE_SIZE,
     hard_deadline,
     isolation_available,
+    killed_at_the_limit,
     publish_incumbent,
     publishing,
     run_with_deadline,
@@ -162,9 +163,12 @@ class LoweringBackend(ABC):
             hint = np.full(lowered.model.num_cols, np.nan)
             hint[: model.num_cols] = model.flatten(hints)
         self.stopper = stopper = Stopper()
+        isolated = self._hard_deadline(limits)  # the solver may overrun its own limit at this size
+        if isolated:  # the grace inside the limit: the solver stops 1 s + 5 % before its child is killed at the limit
+            limits = killed_at_the_limit(limits)
         solve: Callable[[], SolveResult] = partial(self._solve_lowered, lowered.model, limits, hint)
-        if self._hard_deadline(limits):  # the solver may overrun its own limit at this size
-            spent = time.perf_counter() - start  # the lowering counts against the limit, the grace included
+        if isolated:
+            spent = time.perf_counter() - start  # the lowering counts against the limit
             seconds = max(0.1, hard_deadline(limits.time_limit) - spent)  # type: ignore[arg-type]
             solve = partial(run_with_deadline, self.spec, solve, seconds, stopper)
         result = run_interruptible(self.spec, solve, stopper, self._abandoned)

@@ -22,7 +22,6 @@ from typing import Any
 import numpy as np
 
 from remat_models.backends.base import LoweringBackend, SolveLimits, Trajectory, mentions
-from remat_models.backends.deadline import killed_at_the_limit
 from remat_models.backends.gurobi import MAX_SEED as GUROBI_MAX_SEED
 from remat_models.core.limits import INT32_MAX, fit_seed, fit_time_limit
 from remat_models.errors import BackendUnavailableError, ConfigurationError, SolverError
@@ -31,7 +30,6 @@ from remat_models.model import constructs as C
 
 log = logging.getLogger(__name__)
 
-NO_LIMITS = SolveLimits()  # solve()'s default: no time limit
 
 # CVXPY's MILP-capable solvers, in the order the default is picked from the installed ones.
 MILP_SOLVERS = ("HIGHS", "SCIP", "GUROBI", "CBC", "GLPK_MI", "SCIPY", "CPLEX", "MOSEK", "XPRESS", "COPT")
@@ -86,12 +84,6 @@ class CvxpyBackend(LoweringBackend):
     def available(cls) -> bool:
         """CVXPY and at least one of its MILP solvers are installed."""
         return super().available() and (_highs_found() or bool(installed_milp_solvers()))
-
-    def solve(
-        self, model: Model, limits: SolveLimits = NO_LIMITS, hints: dict[str, Any] | None = None
-    ) -> SolveResult:
-        """Solve ``model``; a timed solve's child is killed at the limit itself (``deadline.killed_at_the_limit``)."""
-        return super().solve(model, killed_at_the_limit(limits), hints)
 
     def _solve_lowered(self, model: Model, limits: SolveLimits, hint: np.ndarray | None) -> SolveResult:
         import cvxpy as cp

@@ -22,7 +22,6 @@ from typing import Any
 import numpy as np
 
 from remat_models.backends.base import LoweringBackend, SolveLimits, Trajectory, mentions
-from remat_models.backends.deadline import killed_at_the_limit
 from remat_models.core.limits import INT32_MAX, fit_time_limit
 from remat_models.errors import BackendUnavailableError, ConfigurationError, SolverError
 from remat_models.model import Model, SolveResult, SolveStatus
@@ -30,7 +29,6 @@ from remat_models.model import constructs as C
 
 log = logging.getLogger(__name__)
 
-NO_LIMITS = SolveLimits()  # solve()'s default: no time limit
 
 DEFAULT_SOLVER = "appsi_highs"
 _PYOMO_PLACEHOLDERS = "pyomo.common.dependencies."  # sys.modules names of Pyomo's deferred imports
@@ -112,12 +110,6 @@ class PyomoBackend(LoweringBackend):
     def available(cls) -> bool:
         """Pyomo is importable and its default solver (appsi_highs) is installed (highspy)."""
         return super().available() and _solver_available(DEFAULT_SOLVER)
-
-    def solve(
-        self, model: Model, limits: SolveLimits = NO_LIMITS, hints: dict[str, Any] | None = None
-    ) -> SolveResult:
-        """Solve ``model``; a timed solve's child is killed at the limit itself (``deadline.killed_at_the_limit``)."""
-        return super().solve(model, killed_at_the_limit(limits), hints)
 
     def _solve_lowered(self, model: Model, limits: SolveLimits, hint: np.ndarray | None) -> SolveResult:
         from pyomo.common.errors import ApplicationError
