@@ -48,7 +48,7 @@ PHASE_MIN_SECONDS, PHASE_MIN_SHARE = 1.0, 0.05  # a phase is skipped with less t
 PHASE1_SHARE = 0.7  # of the time left phase 1 may take (phase 2 may prove infeasibility when phase 1 cannot)
 GREEDY_SHARE = 0.3  # of the time limit the staged greedy start may take
 STAGED_GREEDY_NODES = 3000  # largest graph whose start comes from the staged greedy (else the input order)
-BUILD_SECONDS_PER_NODE = 4e-4  # model build: 0.21-0.32 ms a node alone (967-9,607-node transformers), 0.41 loaded
+BUILD_SECONDS_PER_NODE = 1.5e-4  # model build: 0.06-0.07 ms a node at load 4-5 (967-9,607-node transformers)
 
 
 class MoccasinFormulation(FormulationBase):

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from remat_models.core.graph import Graph
+from remat_models.errors import ConfigurationError
 from remat_models.formulations.base import BuiltModel
 from remat_models.formulations.moccasin.layout import (
     DEFAULT_C,
@@ -38,6 +39,8 @@ from remat_models.formulations.moccasin.layout import (
 from remat_models.formulations.rows import Rows
 from remat_models.formulations.scaling import DEFAULT_PRECISION, ScaledGraph, scale_graph
 from remat_models.model import Model, Var
+from remat_models.model.constructs import Reservoir
+from remat_models.model.expr import AffineBatch
 from remat_models.model.index import IndexMap
 
 
@@ -214,21 +217,39 @@ class _Builder:
         self._when(k, self.start[u_first], self.start[k], ub=-1.0)  # s_u^1 + 1 <= s_v^i (implied)
         single = lay.counts[u] == 1
         self._when(k[single], self.start[k[single]], self.end[u_first[single]], ub=-1.0)  # s_v^i < end_u^1
-        supply = self.hooks["supply"]
-        for e, ku, uu in zip(edge[~single].tolist(), k[~single].tolist(), u[~single].tolist(), strict=True):
-            supply[(e, int(lay.rank[ku]))] = self._reservoir(uu, ku, f"supply[{e},{int(lay.rank[ku])}]")  # type: ignore[index]
+        self._reservoirs(edge[~single], k[~single], u[~single])
 
-    def _reservoir(self, u: int, k: int, name: str) -> str:
-        """Paper eq. (10): producer intervals +1/-1, consumer event -1 at s, +1 at s + 1; level >= 0."""
-        lay = self.layout
-        js = range(int(lay.ptr[u]), int(lay.ptr[u + 1]))
-        s, e, a = self.start, self.end, self.presence
-        times = [Var(int(s[j])) for j in js] + [Var(int(e[j])) for j in js] + [Var(int(s[k])), Var(int(s[k])) + 1]
-        u_act = [True if j == lay.ptr[u] else Var(int(a[j])) for j in js]
-        k_act = True if lay.rank[k] == 0 else Var(int(a[k]))
-        changes = [1] * len(js) + [-1] * len(js) + [-1, 1]
-        self.m.add_reservoir(times, changes, u_act + u_act + [k_act, k_act], min_level=0, max_level=1, name=name)
-        return name
+    def _reservoirs(self, edges: np.ndarray, ks: np.ndarray, us: np.ndarray) -> None:
+        """Paper eq. (10) per (edge, interval k of its consumer): producer intervals +1/-1, consumer event -1 at s,
+        +1 at s + 1; level in [0, 1]. Made from column arrays, not expressions: Moccasin with C = 50 on a 65-node
+        chain has 2,503 of them, which took 7 of the build's 7.5 s through ``Model.add_reservoir``.
+        """  # noqa: D205
+        lay, m = self.layout, self.m
+        s, e, a = self.start.astype(np.int64), self.end.astype(np.int64), self.presence.astype(np.int64)
+        count = lay.counts[us].astype(np.int64)  # J producer intervals: events J starts, J ends, s_k, s_k + 1
+        size = 2 * count + 2
+        offset = np.concatenate([[0], np.cumsum(size)])
+        owner = np.repeat(np.arange(len(us)), size)
+        p = np.arange(int(offset[-1])) - offset[owner]  # the event's position in its reservoir
+        j = lay.ptr[us][owner] + np.where(p < count[owner], p, p - count[owner])  # its producer interval
+        producer = p < 2 * count[owner]
+        j = np.where(producer, j, 0)
+        k_owner = ks[owner]
+        cols = np.where(p < count[owner], s[j], np.where(producer, e[j], s[k_owner]))
+        k_act = np.where(lay.rank[k_owner] == 0, -1, a[k_owner])
+        active = np.where(producer, np.where(lay.rank[j] == 0, -1, a[j]), k_act)  # a first interval: always present
+        changes = np.where((p < count[owner]) | (p == size[owner] - 1), 1, -1).astype(np.int64)
+        const = (p == size[owner] - 1).astype(np.float64)  # s_k + 1
+        ramp, ones, no = np.arange(int(size.max(initial=0)) + 1), np.ones(len(p)), np.zeros(len(p), dtype=bool)
+        supply: dict[tuple[int, int], str] = self.hooks["supply"]  # type: ignore[assignment]
+        for i, (edge, k) in enumerate(zip(edges.tolist(), ks.tolist(), strict=True)):
+            a0, a1, n = int(offset[i]), int(offset[i + 1]), int(size[i])
+            times = AffineBatch(ramp[: n + 1], cols[a0:a1], ones[a0:a1], const[a0:a1])
+            name = supply[(edge, int(lay.rank[k]))] = f"supply[{edge},{int(lay.rank[k])}]"
+            if name in m.reservoir_names:
+                raise ConfigurationError(f"a reservoir called {name!r} exists already")
+            m.reservoir_names[name] = len(m.reservoirs)
+            m.reservoirs.append(Reservoir(times, changes[a0:a1], active[a0:a1], no[a0:a1], 0, 1))
 
     def memory(self, capacity: int, slack: int) -> None:
         """(4) as one cumulative; in phase 1 its capacity is a variable up to ``slack`` units above, minimized (12)."""
