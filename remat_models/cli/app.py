@@ -17,6 +17,7 @@ from rich.logging import RichHandler
 from rich.table import Table
 
 from remat_models.cli.bench import bench_app
+from remat_models.cli.clock import method_time_limit
 from remat_models.cli.console import (
     EXIT_ERROR,
     EXIT_NO_SCHEDULE,
@@ -329,12 +330,13 @@ def solve_command(
     flags = shortcut_flags(unpartitioned, allowance, retention, order, iterations)
     options = collect_options(ref, flags, option_pairs)
     limit_text = "" if time_limit is None else f", time limit {time_limit:g} s"
+    method_limit = method_time_limit(time_limit)  # the start-up counts: the command holds 1.1 x limit + 2 s
     with planning_status(errors, f"planning {graph.name} ({graph.n:,} nodes) with {ref.label}{limit_text}"):
         result = plan(
             graph,
             limit,
             ref,
-            time_limit=time_limit,
+            time_limit=method_limit,
             init=init or "auto",
             options=options,
             extensions=make_extensions(extension_specs),
@@ -346,6 +348,8 @@ def solve_command(
             transfer=transfer_model(transfer),
             windows=windows,
         )
+    if method_limit != time_limit:
+        result.details["method_time_limit"] = method_limit  # the start-up took the rest of --time-limit's allowance
     _report(result, graph, f"{graph_path.name} at {limit:,} B", out, force)
 
 
