@@ -108,15 +108,21 @@ def test_pytorch_own_saved_set_is_one_of_our_plans(gpt2) -> None:
 
 
 def test_inductor_route_with_dropout_matches_eager() -> None:
-    """The one inductor compile: a one-block GPT-2 (its every op kind, dropout included; half the kernels of two)."""
+    """The one inductor compile: a one-block GPT-2 (its every op kind, dropout included; half the kernels of two).
+
+    Inductor's C++ kernels are built scalar (``cpp.vec_isa_ok`` off, as on a CPU without a vector ISA): g++ took
+    ~60 % of the test on the vectorised kernels (25 builds) and half as long on scalar ones. The route under test
+    (our partitioner in inductor's joint graph, ``fallback_random``, the emitted order) is the same either way.
+    """
     torch.manual_seed(0)
     model = models.GPT(layers=1)
     model.train()
     sequence = torch.randint(0, 64, (2, 17))
     tokens, targets, loss_fn = sequence[:, :-1].contiguous(), sequence[:, 1:].contiguous(), models.lm_loss
     eager_loss, eager_grads = seeded_grads(model, lambda: loss_fn(model(tokens), targets))
-    step = rt.compile(model, tokens, loss_fn, targets, activation_budget=0.5)
-    loss, grads = seeded_grads(model, lambda: step(tokens, targets))
+    with torch._inductor.config.patch({"cpp.vec_isa_ok": False}):  # the backward compiles at the first backward
+        step = rt.compile(model, tokens, loss_fn, targets, activation_budget=0.5)
+        loss, grads = seeded_grads(model, lambda: step(tokens, targets))
     assert step.plan is not None and step.plan.emitted_peak <= step.plan.budget
     torch.testing.assert_close(loss, eager_loss)
     for got, want in zip(grads, eager_grads, strict=True):
