@@ -4,6 +4,7 @@ graph read: 0.8-2.6 s on a loaded machine), and Moccasin's model build is short 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -12,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from remat_models.cli.clock import method_time_limit, seconds_since_start
+from remat_models.bench.clock import CLOCK_ENV, method_time_limit, seconds_since_start
 from remat_models.core.budget import parse_budget
 from remat_models.errors import ConfigurationError
 from remat_models.formulations.moccasin.formulation import MOCCASIN
@@ -46,6 +47,21 @@ def test_a_slow_start_up_is_taken_from_the_method_s_limit(tmp_path: Path) -> Non
     metadata = json.loads(out.read_text())["metadata"]
     assert metadata["method_time_limit"] == pytest.approx(1.0)  # the least it gets: half of the 2 s
     assert wall <= 3.0 + 1.1 * 2 + 2.0 + MARGIN  # the sleep, and the allowance
+
+
+def test_a_one_run_bench_counts_the_sweep_command_s_start_up_too(tmp_path: Path) -> None:
+    """The sweep command's own start-up (here said to be 4 s, through ``CLOCK_ENV``) counts for its first run."""
+    graph = tmp_path / "chain8.json"
+    write_graph(linear_chain(8), graph)
+    results = tmp_path / "results.jsonl"
+    command = [sys.executable, "-P", "-m", "remat_models.cli.app", "bench", "run", "-g", str(graph), "-b", "80%"]
+    command += ["-m", "auto", "--time-limit", "2", "-o", str(results)]
+    env = {**os.environ, CLOCK_ENV: "4"}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    record = json.loads(results.read_text().splitlines()[-1])
+    assert record["status"] == "within_budget" and record["time_limit"] == 2.0
+    assert record["details"]["method_time_limit"] == pytest.approx(1.0)  # the least it gets: half of the 2 s
 
 
 def test_the_method_gets_the_whole_limit_after_a_quick_start() -> None:

@@ -15,6 +15,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from remat_models.bench.clock import method_time_limit
 from remat_models.bench.methods import MethodSpec
 from remat_models.bench.record import outcome_of
 from remat_models.bench.sweep import RunSpec
@@ -38,7 +39,10 @@ def execute(run: RunSpec) -> dict[str, Any]:
         graph = read_graph(run.graph_path)
         if graph.content_hash != run.graph_hash:
             raise GraphError(f"{run.graph_path} changed since the sweep was expanded (hash differs)")
-        result = call_method(run.method, graph, run.budget, seed=run.seed, time_limit=run.time_limit)
+        time_limit = method_time_limit(run.time_limit) or run.time_limit  # the start-up counts: 1.1 x limit + 2 s
+        result = call_method(run.method, graph, run.budget, seed=run.seed, time_limit=time_limit)
+        if time_limit != run.time_limit:
+            result.details["method_time_limit"] = time_limit
         if run.schedule_dir is not None and result.schedule is not None:
             target = Path(run.schedule_dir) / f"{run.run_id}.json"
             target.parent.mkdir(parents=True, exist_ok=True)

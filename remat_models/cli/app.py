@@ -16,8 +16,8 @@ from rich.console import Console
 from rich.logging import RichHandler
 from rich.table import Table
 
+from remat_models.bench.clock import method_time_limit
 from remat_models.cli.bench import bench_app
-from remat_models.cli.clock import method_time_limit
 from remat_models.cli.console import (
     EXIT_ERROR,
     EXIT_NO_SCHEDULE,
