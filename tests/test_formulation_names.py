@@ -26,21 +26,9 @@ FAMILIES = {  # formulation name -> its package under remat_models/formulations/
 REGISTRY = "formulations/__init__.py"
 NAMED = re.compile(rf"^({'|'.join(sorted(map(re.escape, FAMILIES), key=len, reverse=True))})(/[\w.-]*)?$")
 
-# (file under remat_models/, family named) -> (how many literals, why it stays): what this test found when it
-# was written, in files other sessions were changing or that need more than a flag. Each entry is one to remove
-# by declaring a capability; a new literal anywhere (or one more in a listed file) fails the test.
-ALLOWED: dict[tuple[str, str], tuple[int, str]] = {
-    ("formulations/hilp/options.py", "checkmate"): (1, "LEAF_FORMULATIONS: the leaf solvers H-ILP accepts"),
-    ("formulations/hilp/options.py", "moccasin"): (1, "as above: a 'may solve a leaf grid' capability would do"),
-    ("formulations/hilp/options.py", "monet"): (1, "as above"),
-    ("formulations/hilp/leaves.py", "monet"): (2, "leaf graphs get kinds by role and implementations for MONeT"),
-    ("formulations/hilp/formulation.py", "monet"): (1, "chooses_impls: only a MONeT leaf chooses implementations"),
-    ("heuristics/exhaustive.py", "monet"): (
-        4,
-        "the exhaustive search's structure named after MONeT's (forward once, then backward): a heuristic "
-        "option value, not a lookup of the formulation; renaming it changes a user-visible option",
-    ),
-}
+# (file under remat_models/, family named) -> (how many literals, why it stays). Empty: every lookup that named a
+# family is now a capability on FormulationBase or a role in the registry (issue #30); an entry here needs a reason.
+ALLOWED: dict[tuple[str, str], tuple[int, str]] = {}
 
 
 def named_literals() -> Counter[tuple[str, str]]:

@@ -135,8 +135,8 @@ def test_schedule_json_names_impls() -> None:
     [
         (a1_inplace, A1_OPTIMA, "free"),
         (a4_conv, A4_OPTIMA, "free"),
-        (a2_mask, A2_OPTIMA, "monet"),
-        (a3_inplace_output, A3_OPTIMA, "monet"),
+        (a2_mask, A2_OPTIMA, "forward-once"),
+        (a3_inplace_output, A3_OPTIMA, "forward-once"),
     ],
 )
 def test_exhaustive_gives_the_spec_optima(make, optima: dict, structure: str) -> None:

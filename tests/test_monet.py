@@ -75,7 +75,7 @@ def test_exact_rule_equals_the_monet_structured_brute_force(seed: int, prefix: b
     graph = random_impl_training(seed)
     low, high = graph.lower_bound, input_order_peak(graph.default_view())
     for budget in sorted({low, (low + high) // 2, high}):
-        found = exhaustive_optimum(graph, budget, "monet")
+        found = exhaustive_optimum(graph, budget, "forward-once")
         exact = solve(graph, budget, prefix_vars=prefix)
         assert cost(exact) == (None if found is None else round(found.cost, 9))
         paper = solve(graph, budget, dep_rule="paper")
@@ -106,7 +106,7 @@ def test_ablations_nest_and_no_recompute() -> None:
 def test_warm_start_is_used_and_never_worse() -> None:
     graph = random_impl_training(5)
     budget = graph.lower_bound + 2
-    start = exhaustive_optimum(graph, budget, "monet")
+    start = exhaustive_optimum(graph, budget, "forward-once")
     out = solve_model(graph, budget, "monet", "highs", limits=LIMITS, init=start.schedule)
     assert out.warm_start and cost(out) == round(start.cost, 9)
 
@@ -143,7 +143,7 @@ def test_stage_node_in_place_over_a_gradient() -> None:
         {"g2": [Impl("plain", 1.0), Impl("inplace", 1.5, inplace_of="g1", tag="inplace")]},
     )
     for budget in range(5, 11):
-        found = exhaustive_optimum(graph, budget, "monet")
+        found = exhaustive_optimum(graph, budget, "forward-once")
         assert cost(solve(graph, budget)) == (None if found is None else found.cost)
 
 

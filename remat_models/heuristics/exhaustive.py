@@ -11,7 +11,7 @@ values are allocated with their producer) or a free (cost 0). Structures:
   increasing run of positions ending with the first computation of ``order[t]``.
 - ``"runs"``: Checkmate's unpartitioned model: at most ``stages`` (default n) increasing runs of
   positions of ``order``, in any first-computation order.
-- ``"monet"``: MONeT's structure: the forward nodes (kind forward or loss) once each in input
+- ``"forward-once"``: MONeT's structure: the forward nodes (kind forward or loss) once each in input
   order, then each other node once in input order, with an increasing run of forward
   recomputations before each.
 
@@ -32,8 +32,8 @@ from remat_models.core.graph import Graph, NodeKind
 from remat_models.core.schedule import Compute, Free, Schedule, Step
 from remat_models.errors import ConfigurationError
 
-Structure = Literal["free", "staged", "runs", "monet"]
-STRUCTURES: tuple[Structure, ...] = ("free", "staged", "runs", "monet")
+Structure = Literal["free", "staged", "runs", "forward-once"]
+STRUCTURES: tuple[Structure, ...] = ("free", "staged", "runs", "forward-once")
 MAX_NODES = 12
 
 State = tuple[int, int, int, int]  # resident mask, progress (computed mask, or first computations), stage, last
@@ -155,7 +155,7 @@ class _Search:
         resident, progress, _, _ = state
         if self.structure == "staged":
             complete = progress == self.n_real
-        elif self.structure == "monet":
+        elif self.structure == "forward-once":
             complete = progress == len(self.forward) + len(self.stage_nodes)
         else:
             complete = progress == self.everything
@@ -189,7 +189,7 @@ class _Search:
 
         The flag says whether the step is a recomputation.
         """
-        if self.structure == "monet":
+        if self.structure == "forward-once":
             return self._advance_monet(v, progress, last)
         p = self.position[v]
         if self.structure == "staged":

@@ -16,6 +16,7 @@ from typing import Any
 from remat_models.backends import SolveLimits
 from remat_models.core.graph import Graph
 from remat_models.core.schedule import Schedule
+from remat_models.formulations import get_formulation
 from remat_models.formulations.base import BuiltModel, SolveChain
 from remat_models.formulations.hilp.level import HilpDeferred, HilpLevel
 from remat_models.formulations.hilp.options import HilpOptions, leaf_spec
@@ -31,7 +32,8 @@ class Hilp(HilpLevel):
         opts = self.options(options).validated()
         table = graph.impl_table
         no_aux = table is None or table.n_aux == 0
-        return leaf_spec(opts.leaf)[0] == "monet" and opts.hierarchical(graph.n) and no_aux
+        chooser = get_formulation(leaf_spec(opts.leaf)[0]).supports_impls  # a leaf formulation that chooses them
+        return chooser and opts.hierarchical(graph.n) and no_aux
 
     def solve(
         self, built: BuiltModel, backend: str | SolveChain, limits: SolveLimits, init: Schedule | None = None

@@ -17,6 +17,7 @@ from remat_models.backends import SolveLimits
 from remat_models.core.graph import Graph, NodeKind
 from remat_models.core.impls import Impl
 from remat_models.core.schedule import Compute
+from remat_models.formulations import get_formulation
 from remat_models.formulations.hilp.local import LocalGraph
 from remat_models.formulations.hilp.options import leaf_spec
 from remat_models.formulations.solving import solve_model
@@ -32,9 +33,10 @@ def leaf_graph(lg: LocalGraph, peak: int, save: int, formulation: str) -> Graph:
     workspace = g.workspace.copy()
     workspace[lg.loss] = max(0, int(peak) - int(save))
     kind = list(g.kind)
-    if formulation == "monet":
+    chooser = get_formulation(formulation).supports_impls  # MONeT: kinds by role, and the implementations
+    if chooser:
         kind = [NodeKind.FORWARD] * lg.loss + [NodeKind.LOSS] + [NodeKind.BACKWARD] * (g.n - lg.loss - 1)
-    impls = _impls(lg) if g.impl_table is not None and formulation == "monet" else None
+    impls = _impls(lg) if g.impl_table is not None and chooser else None
     return g.replaced(workspace=workspace, kind=kind, impls=impls)
 
 

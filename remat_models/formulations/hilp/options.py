@@ -9,12 +9,12 @@ from typing import Any
 from remat_models.backends.registry import names as backend_names
 from remat_models.core.limits import check_time_limit
 from remat_models.errors import ConfigurationError
+from remat_models.formulations import leaf_formulations
 from remat_models.formulations.base import check_option_types, options_of
 from remat_models.formulations.scaling import DEFAULT_PRECISION
 
 CORRECTIONS = ("top", "all", "off")
 PARTITION_KEYS = ("max_leaf", "max_top", "alpha")
-LEAF_FORMULATIONS = ("hilp", "checkmate", "moccasin", "monet")  # what may solve a leaf cluster's option grid
 
 
 @dataclass(frozen=True)
@@ -98,9 +98,9 @@ def leaf_spec(spec: object) -> tuple[str, str | None]:
     """(formulation, backend or None: the formulation's own) of a ``leaf`` option "NAME[/BACKEND]"."""
     name, _, backend = spec.partition("/") if isinstance(spec, str) else (None, "", "")
     bad_backend = bool(backend) and (name == "hilp" or backend.partition(":")[0] not in backend_names())
-    if name not in LEAF_FORMULATIONS or bad_backend:
+    if name not in leaf_formulations() or bad_backend:
         raise ConfigurationError(
-            f"hilp leaf must be one of {', '.join(LEAF_FORMULATIONS)}, the others optionally /BACKEND "
+            f"hilp leaf must be one of {', '.join(leaf_formulations())}, the others optionally /BACKEND "
             f"({', '.join(backend_names())}), got {spec!r}"
         )
     return name, backend or None
