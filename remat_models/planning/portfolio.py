@@ -57,7 +57,7 @@ log = logging.getLogger(__name__)
 
 STOP_GRACE = 2.0  # seconds past the deadline before workers still running are stopped (at most STOP_GRACE_SHARE)
 STOP_GRACE_SHARE = 0.05  # of the time limit: short limits keep 1.1 x limit + 2 s with the process start
-LEAST_PEAK_SHARE = 0.5  # of the time limit: the least-peak search in this process when no fallback fits
+LEAST_PEAK_SHARE = 0.7  # of the time limit: the least-peak search in this process when no fallback fits
 LEAST_PEAK_MAX_S = 10.0  # seconds, at most (it stops at its first fitting schedule: ~1 s on the zoo at 25 %)
 LEAST_PEAK_MIN_S = 0.5  # seconds: less than this left, it does not start
 WORKER_STOP_S = 1.0  # seconds the stopped workers get together to end before they are killed
