@@ -70,15 +70,17 @@ def test_a_window_graph_holds_the_schedule_memory_exactly_or_above(graph) -> Non
     assert checked >= 12
 
 
-@pytest.mark.parametrize(("formulation", "backend"), [("checkmate", "highs"), ("moccasin", "cpsat")])
-def test_every_window_solution_splices_into_a_fitting_schedule(formulation: str, backend: str) -> None:
+# HiGHS returns Checkmate's warm start or better at any limit (three of the eight windows ran into 3 s); Moccasin
+# on CP-SAT had no schedule at 0.2 s and one window ran into 3 s
+@pytest.mark.parametrize(("formulation", "backend", "limit"), [("checkmate", "highs", 1.5), ("moccasin", "cpsat", 3)])
+def test_every_window_solution_splices_into_a_fitting_schedule(formulation: str, backend: str, limit: float) -> None:
     graph = transformer(3)
     budget, schedule, simulation = _start(graph, 0.6)
     lifetimes = Lifetimes.of(graph, schedule.compute_sequence())
     for ranges in _windows(len(lifetimes.sequence), np.random.default_rng(1))[:8]:
         window = window_of(graph, lifetimes, ranges)
         outcome = solve_model(
-            window.graph, budget, formulation, backend, limits=SolveLimits(time_limit=3), init=window.init
+            window.graph, budget, formulation, backend, limits=SolveLimits(time_limit=limit), init=window.init
         )
         assert outcome.schedule is not None
         assert outcome.simulation.total_cost <= simulate(window.graph, window.init).total_cost + 1e-6
