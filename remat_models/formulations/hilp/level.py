@@ -6,15 +6,17 @@ options q; data nodes d with one producer. Blocks, all flat over the cells that 
 - ``R[t, q]``: option q of compute node k(q) runs in stage t (t >= k; t == k for a node computed
   once; a layer's non-ff forward option only at t = F_j or t >= B_j: rockmate's phantom pruning).
 - ``P[t, d]``: d resident when stage t starts (t > its producer).
-- ``FREE[t, d, k]``: d freed after compute node k in stage t (k is d's producer or a reader).
+- ``FREE[t, d, k]``: d freed after compute node k in stage t (k is a reader of d, or d's producer
+  when that is a layer or d has no reader).
 - ``U[t, k]``: memory just after k runs in stage t, before the frees that follow it.
 
 Rows: every node runs in its stage (V6), at most one option per cell (5), reads resident or
 produced earlier in the stage (D3/D4, Checkmate (1b)), residency only if kept or produced (1c),
-graph outputs kept at the end (V5), frees through the hazard count (Checkmate (7b)/(7c)), the
-"fb" phantom equalities, the U recurrence with phantoms (IF/IB) and the memory rows
-``U + m R <= budget``; for subproblems, ``U <= save`` in the loss stage. With one single-node
-option per node (the flat case) this is Checkmate's staged MILP plus frees right after a producer.
+graph outputs kept at the end (V5), frees only where the hazard count is 0 (Checkmate's (7c), one
+row per term), no hold or rerun that nothing uses (dominance rows), the "fb" phantom equalities,
+the U recurrence with phantoms (IF/IB) and the memory rows ``U + m R <= budget``; for subproblems,
+``U <= save`` in the loss stage. With one single-node option per node (the flat case) this has
+Checkmate's staged MILP's optimum (the same cells, tighter rows).
 """
 
 from __future__ import annotations
@@ -39,7 +41,6 @@ from remat_models.formulations.rows import Rows, index_of
 from remat_models.formulations.scaling import Units, scale_costs
 from remat_models.formulations.staged_memory import (
     StageCells,
-    add_free_rows,
     add_recurrence,
     staged_assignment,
     subtract_frees,
@@ -263,6 +264,9 @@ class _Builder:
         self._coverage()
         self._reads()
         self._phantom_equalities()
+        self.readers = self._readers()
+        self.layer_nodes = {k for pair in self.h.layers for k in pair if k >= 0}
+        self._no_waste()
         hazard, free = self._frees()
         step, const, first, overhead = self._memory(free)
         m.set_objective(R.cols, self.costs[np.nonzero(self.r_mask)[1]])
@@ -346,21 +350,75 @@ class _Builder:
             rows = Rows(tt.size).term(self.rid[tt, bq[oo]], 1.0).term(self.rid[tt, fq[oo]], -1.0)
             rows.add_to(self.m, lb=0.0, ub=0.0)
 
-    def _frees(self) -> tuple[Rows, np.ndarray]:
-        """FREE cells for (d, k) with k the producer or a reader of d, and Checkmate's (7b)-(7c)."""
-        h, T = self.h, self.T
-        users: list[set[int]] = [set() for _ in range(h.data_node.size)]
-        for k in range(T):
-            for d in h.static_reads[k].tolist():
+    def _readers(self) -> list[list[int]]:
+        """The compute nodes reading each data node (statically or through an option), ascending."""
+        users: list[set[int]] = [set() for _ in range(self.h.data_node.size)]
+        for k in range(self.T):
+            for d in self.h.static_reads[k].tolist():
                 users[d].add(k)
-            for r in h.part_reads[k]:
+            for r in self.h.part_reads[k]:
                 for d in r.tolist():
                     users[d].add(k)
+        return [sorted(u) for u in users]
+
+    def _no_waste(self) -> None:
+        """Dominance rows: no value held through a stage that does not read it unless kept on, no idle rerun.
+
+        ``P[t, d] <= sum of d's readers' CR[t, j] + P[t + 1, d]``, and for a plain node k run again (t > k) with value
+        d, ``R[t, k] <= CR[t, j] of d's readers after k in stage t + P[t + 1, d]``. Dropping such a hold or rerun
+        costs nothing and frees memory, so every budget keeps an optimal schedule; the rows cut the many equal-cost
+        variants (zero-cost reruns placed anywhere) that slow the MIP search. Graph outputs count as read at the end,
+        and values kept to the end by construction (non-recomputable values of recomputable nodes) are exempt.
+        """
+        h, T = self.h, self.T
+        fixed = ~h.graph.recomputable[h.data_node] & h.recomputable[h.producer]
+        row_t, row_d, row_c = [], [], []  # per row: stage, data node, the cell it bounds (column id)
+        term_r, term_t, term_k = [], [], []  # reader terms: row, stage, compute node
+        count = 0
+        for d in range(h.data_node.size):
+            if fixed[d]:
+                continue
+            readers = np.asarray(self.readers[d], dtype=np.int64)
+            producer = int(h.producer[d])
+            cells = [(t, int(self.pid[t, d]), readers) for t in np.flatnonzero(self.p_mask[:, d]).tolist()]
+            if producer not in self.layer_nodes and self.n_opt[producer] == 1:
+                later = readers[readers > producer]
+                q = int(self.opt_ptr[producer])
+                reruns = np.flatnonzero(self.r_mask[:, q])
+                cells += [(t, int(self.rid[t, q]), later) for t in reruns[reruns > producer].tolist()]
+            for t, col, reading in cells:
+                if t == T - 1 and h.final[d]:
+                    continue
+                run = reading[self.u_mask[t, reading]]
+                row_t.append(t)
+                row_d.append(d)
+                row_c.append(col)
+                term_r.append(np.full(run.size, count))
+                term_t.append(np.full(run.size, t))
+                term_k.append(run)
+                count += 1
+        if count == 0:
+            return
+        tt, dd = np.array(row_t), np.array(row_d)
+        nxt = np.where(tt + 1 < T, self.pid[np.minimum(tt + 1, T - 1), dd], -1)
+        rows = Rows(count).term(np.array(row_c), 1.0).term(nxt, -1.0)
+        self.cr(rows, np.concatenate(term_t), np.concatenate(term_k), -1.0, np.concatenate(term_r))
+        rows.add_to(self.m, ub=0.0)
+
+    def _frees(self) -> tuple[Rows, np.ndarray]:
+        """FREE cells for (d, k) with k the producer (layers only) or a reader of d, and their rows; the hazard rows."""
+        h, T = self.h, self.T
+        users = self.readers
+        layer_nodes = self.layer_nodes
         cells_t, cells_d, cells_k, later_rows, later_t, later_k = [], [], [], [], [], []
         count = 0
         for d in range(h.data_node.size):
-            readers = sorted(users[d])
-            for k in [int(h.producer[d]), *readers]:
+            readers = users[d]
+            producer = int(h.producer[d])
+            # a plain node runs only for a reader later in its stage (or as the stage's last node): freeing
+            # its value right after it saves nothing, so only layers (whose reruns produce values no one
+            # reads in that stage) get the producer as a freeing point
+            for k in [producer, *readers] if producer in layer_nodes or not readers else readers:
                 ts = np.flatnonzero(self.u_mask[:, k])
                 if h.final[d]:
                     ts = ts[ts < T - 1]
@@ -386,9 +444,29 @@ class _Builder:
         hazard = Rows(F).term(p_next, 1.0)
         self.cr(hazard, tt, kk, -1.0, np.arange(F))
         self.cr(hazard, lt, lk, 1.0, lr)
-        kappa = 1.0 + (p_next >= 0) + np.bincount(lr, minlength=F)
-        add_free_rows(self.m, hazard, kappa)
+        self._free_rows(tt, kk, p_next, (lr, lt, lk))
         return hazard, np.stack([tt, dd, kk], axis=1)
+
+    def _free_rows(self, tt: np.ndarray, kk: np.ndarray, p_next: np.ndarray, later: tuple[np.ndarray, ...]) -> None:
+        """FREE only where the hazard count is 0: Checkmate's (7c) split into one row per term, no (7b).
+
+        Checkmate's (7c) ``kappa FREE + hazard <= kappa - 1`` lets the LP relaxation free a fraction of a value
+        it keeps (FREE up to (kappa - 1) / kappa with the value kept and read later); the split rows
+        ``FREE <= CR[t, k]``, ``FREE + P[t + 1, d] <= 1`` and ``FREE + CR[t, j] <= 1`` for each later reader j say the
+        same on integers and force FREE = 0 whenever the value is kept or read on, so the relaxation pays for the
+        memory it holds. (7b) (FREE = 1 when the count is 0) is left out: a free only lowers memory rows, so a
+        solution that skips one stays valid (its schedule, freed eagerly, peaks no higher) and one that takes it
+        costs the same; the hazard rows (``hazard``) still give the hints' FREE values.
+        """
+        F = tt.size
+        free = self.m.bool_block("FREE", F).cols
+        ran = Rows(F).term(free, 1.0)
+        self.cr(ran, tt, kk, -1.0, np.arange(F)).add_to(self.m, ub=0.0)
+        kept = np.flatnonzero(p_next >= 0)
+        Rows(kept.size).term(free[kept], 1.0).term(p_next[kept], 1.0).add_to(self.m, ub=1.0)
+        lr, lt, lk = later
+        read_on = Rows(lr.size).term(free[lr], 1.0)
+        self.cr(read_on, lt, lk, 1.0, np.arange(lr.size)).add_to(self.m, ub=1.0)
 
     def _memory(self, free: np.ndarray) -> tuple[Rows, np.ndarray, np.ndarray, Rows]:
         """U recurrence with produced bytes, frees, phantoms (IF/IB, SP in "fb" form); memory and save rows."""
