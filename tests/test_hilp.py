@@ -160,3 +160,21 @@ def test_flat_relaxation_is_tighter_than_checkmates() -> None:
             checkmate.cost(theirs.objective) - graph.total_cost
         )
         assert flat.model.block("FREE").size <= checkmate.model.block("FREE").size
+
+
+def test_a_warm_start_with_an_idle_recomputation_gives_a_feasible_cheaper_hint() -> None:
+    """A start that recomputes a value nothing reads again (f3 after b3, its last reader: a baseline's wasted step;
+    `cnn:vgg11`'s least-peak start has seven) breaks the dominance rows as it is: the hint drops the rerun, so HiGHS
+    keeps the start as its incumbent (before, the model started without one and returned "no schedule")."""
+    chain = linear_chain(6)
+    ix = chain.index
+    names = [f"f{i}" for i in range(6)] + ["loss", "b5", "b4", "b3", "f3", "b2", "b1", "b0"]
+    start = eager_frees(chain, [ix[n] for n in names])
+    sim = simulate(chain, start)
+    built = HILP.build(chain, sim.peak, HILP.warm_options(FLAT, start))
+    values = HILP.hints(built, start)
+    assert built.model.check(values) == []
+    assert built.cost(built.model.objective_value(values)) == pytest.approx(sim.total_cost - chain.cost[ix["f3"]])
+    outcome = HILP.solve(built, "highs", LIMITS, init=start)
+    assert outcome.status == SolveStatus.OPTIMAL.in_model()
+    assert outcome.simulation.total_cost == pytest.approx(chain.total_cost)

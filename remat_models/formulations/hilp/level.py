@@ -190,6 +190,7 @@ class HilpLevel(FormulationBase):
             R, S = stages_from_schedule(hm.graph, order, staged)
         if (R & ~hm.r_mask).any():
             raise ConfigurationError("the schedule uses a cell this hilp model has no variable for")
+        R, S = _without_waste(hm.graph, order, R, S)
         return staged_assignment(hm, {"R": R[hm.r_mask], "P": _p_values(hm, S, order)})
 
 
@@ -197,6 +198,34 @@ def _hilp(built: BuiltModel) -> HilpModel:
     if not isinstance(built, HilpModel):
         raise ConfigurationError("this hilp request is hierarchical: it has no single model to decode")
     return built
+
+
+def _without_waste(graph: Graph, order: np.ndarray, R: np.ndarray, S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Staged (R, S) (positions in ``order``) without the reruns and holds the dominance rows forbid.
+
+    A rerun that no later computation of its stage reads and that is not kept into the next stage, and a value held
+    at a stage's start that the stage does not read and does not keep, are dropped, stages last to first (a drop can
+    make an earlier one idle). The schedule costs no more and peaks no higher; its hints satisfy the model's rows.
+    """
+    R, S = R.copy(), S.copy()
+    T, n = R.shape
+    position = np.empty(n, dtype=np.int64)
+    position[order] = np.arange(n)
+    ei, ek = position[graph.edges[:, 0]], position[graph.edges[:, 1]]
+    by_reader = np.argsort(ei, kind="stable")
+    ptr = np.concatenate([[0], np.cumsum(np.bincount(ei, minlength=n))])
+    readers = ek[by_reader]
+    kept_at_end = np.zeros(n, dtype=bool)
+    kept_at_end[position[graph.outputs]] = True
+    for t in range(T - 1, -1, -1):
+        kept = S[t + 1] if t + 1 < T else kept_at_end
+        for k in np.flatnonzero(R[t, :t])[::-1].tolist():
+            if not kept[k] and not R[t, readers[ptr[k] : ptr[k + 1]]].any():
+                R[t, k] = False
+        read = np.zeros(n, dtype=bool)
+        read[ei[R[t, ek]]] = True
+        S[t] &= read | kept
+    return R, S
 
 
 def _p_values(built: HilpModel, S: np.ndarray, order: np.ndarray) -> np.ndarray:
