@@ -359,10 +359,10 @@ class LeastPeakResult:
     wall_time: float
 
 
-STARTS: dict[str, Callable[[Graph, int], Schedule]] = {
-    "chen-greedy": greedy_baseline,
-    "chen-sqrtn": sqrtn_baseline,
-    "knapsack": knapsack_baseline,
+STARTS: dict[str, Callable[[Graph, int], Schedule]] = {  # cheapest first: after the first, each runs only in time
+    "chen-sqrtn": sqrtn_baseline,  # 0.15 s on 9.6k nodes (under load)
+    "knapsack": knapsack_baseline,  # 1.1 s
+    "chen-greedy": greedy_baseline,  # 1.5 s
     "saveset": saveset,
 }
 
