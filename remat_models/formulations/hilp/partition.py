@@ -103,13 +103,17 @@ def _make_cluster(members: list[int | Cluster]) -> Cluster:
 
 
 class PartitionTimeUp(Exception):
-    """The deadline passed between two rounds of H-Partition (a partial partition is of no use)."""
+    """The deadline passed during H-Partition (a partial partition is of no use)."""
+
+
+CHECK_EVERY = 256  # candidates proposed or merged between two looks at the clock in a round
 
 
 def h_partition(graph: Graph, options: PartitionOptions | None = None, deadline: float | None = None) -> Partition:
     """Partition the forward graph of ``graph`` (every node if it has no forward node).
 
-    Raises :class:`PartitionTimeUp` when ``deadline`` (``time.perf_counter``) passes before a round starts.
+    Raises :class:`PartitionTimeUp` when ``deadline`` (``time.perf_counter``) passes (checked between rounds and
+    while a round proposes and merges its candidates).
     """
     opts = (options or PartitionOptions()).validated()
     forward = forward_mask(graph)
@@ -138,10 +142,10 @@ def h_partition(graph: Graph, options: PartitionOptions | None = None, deadline:
     while _estimate_items(items) > opts.max_top:
         if deadline is not None and time.perf_counter() > deadline:
             raise PartitionTimeUp(f"H-Partition: the time limit passed after {rounds} rounds ({len(items)} items)")
-        new_items = _Round(graph, items, forward, grads, model_output, opts).run()
+        new_items = _Round(graph, items, forward, grads, model_output, opts, deadline).run()
         rounds += 1
         if len(new_items) >= len(items):  # e.g. a mask read by every layer: no flow fits, no chain links
-            new_items = _Round(graph, items, forward, grads, model_output, opts).run(windows=True)
+            new_items = _Round(graph, items, forward, grads, model_output, opts, deadline).run(windows=True)
             log.info("H-Partition: round %d merged consecutive items (%d -> %d)", rounds, len(items), len(new_items))
             if len(new_items) > WINDOW_MIN_SHRINK * len(items):  # absorbing a few stray nodes nests a level each
                 new_items = items
@@ -167,9 +171,11 @@ class _Round:
         has_backward: np.ndarray | None,
         model_output: np.ndarray,
         opts: PartitionOptions,
+        deadline: float | None = None,
     ) -> None:
         self.graph, self.items, self.opts = graph, items, opts
-        self.model_output = model_output
+        self.deadline = deadline
+        self.ticks = 0
         self.item_of = np.full(graph.n, -1, dtype=np.int64)
         for i, item in enumerate(items):
             self.item_of[list(_leaves(item))] = i
@@ -195,6 +201,34 @@ class _Round:
         self.group_of = [-1] * len(items)
         self.groups: dict[int, frozenset[int]] = {}
         self.next_group = 0
+        self._boundaries(model_output)
+
+    def _boundaries(self, model_output: np.ndarray) -> None:
+        """What ``_score`` needs of each item: leaf count, first leaf, outside producers, boundary leaves.
+
+        The producers outside the item that its leaves read, and its leaves that are model outputs or read outside
+        it (with the items reading them).
+        """
+        mem = self.graph.mem
+        self.n_leaves, self.first, self.ext_in, self.ext_out = [], [], [], []
+        for i, item in enumerate(self.items):
+            leaves = _leaves(item)
+            self.n_leaves.append(len(leaves))
+            self.first.append(min(leaves))
+            producers = {p for q in leaves for p in self.leaf_preds.get(q, ()) if self.item_of[p] != i}
+            self.ext_in.append([(p, int(self.item_of[p]), int(mem[p])) for p in sorted(producers)])
+            outs = []
+            for q in leaves:
+                readers = {int(self.item_of[r]) for r in self.leaf_succs.get(q, ())} - {i}
+                if model_output[q] or readers:
+                    outs.append((bool(model_output[q]), tuple(sorted(readers)), int(mem[q])))
+            self.ext_out.append(outs)
+
+    def _tick(self) -> None:
+        """Raise :class:`PartitionTimeUp` once the deadline has passed (the clock read every ``CHECK_EVERY`` calls)."""
+        self.ticks += 1
+        if self.deadline is not None and self.ticks % CHECK_EVERY == 0 and time.perf_counter() > self.deadline:
+            raise PartitionTimeUp(f"H-Partition: the time limit passed in a round of {len(self.items)} items")
 
     # ---------------------------------------------------------------- candidates
     def _sequences(self) -> list[frozenset[int]]:
@@ -231,6 +265,7 @@ class _Round:
                 desc[x] |= desc[b] | (1 << b)
         result = []
         for x in range(n):
+            self._tick()
             a = idom[x]
             flow = (anc[x] & ~(1 << root)) | (1 << x) if a == root else (desc[a] & anc[x]) | (1 << a) | (1 << x)
             size = flow.bit_count()
@@ -287,12 +322,16 @@ class _Round:
         return len({("g", self.group_of[i]) if self.group_of[i] >= 0 else ("a", i) for i in atoms})
 
     def _score(self, atoms: frozenset[int]) -> float:
-        leaves = {v for i in atoms for v in _leaves(self.items[i])}
-        mem = self.graph.mem
-        producers = {p for q in leaves for p in self.leaf_preds.get(q, ()) if p not in leaves}
-        outs = [q for q in leaves if self.model_output[q] or any(s not in leaves for s in self.leaf_succs.get(q, ()))]
-        size = float(sum(int(mem[p]) for p in producers) + sum(int(mem[q]) for q in outs))
-        return size * len(leaves) ** self.opts.alpha
+        """(in-data bytes + out-data bytes) * leaves**alpha of the union of ``atoms``, from the items' boundaries."""
+        producers = {(p, size) for i in atoms for p, owner, size in self.ext_in[i] if owner not in atoms}
+        outs = sum(
+            size
+            for i in atoms
+            for is_output, readers, size in self.ext_out[i]
+            if is_output or any(r not in atoms for r in readers)
+        )
+        leaves = sum(self.n_leaves[i] for i in atoms)
+        return float(sum(size for _, size in producers) + outs) * leaves**self.opts.alpha
 
     # -------------------------------------------------------------------- greedy
     def run(self, windows: bool = False) -> list[int | Cluster]:
@@ -308,16 +347,18 @@ class _Round:
             nonlocal counter
             if self._top_members(c) < 2 or self._atoms_estimate(c) > self.opts.max_leaf:
                 return
+            self._tick()
             live[counter] = c
             for i in c:
                 holders.setdefault(i, set()).add(counter)
-            first = min(v for i in c for v in _leaves(self.items[i]))
+            first = min(self.first[i] for i in c)
             heapq.heappush(heap, (self._score(c), first, counter))
             counter += 1
 
         for c in cands:
             push(c)
         while estimate > self.opts.max_top and heap:
+            self._tick()
             _, _, cid = heapq.heappop(heap)
             c = live.pop(cid, None)
             if c is None or self._top_members(c) < 2 or self._atoms_estimate(c) > self.opts.max_leaf:

@@ -364,6 +364,9 @@ class HierarchicalSolver:
         except PartitionTimeUp as error:
             log.info("%s", error)
             return self._result(Partition((), 0), None, None, None, starts, "the time limit passed in H-Partition")
+        late = "the time limit passed before the top level"
+        if self._past(self.end):  # past the end no phase starts: only the warm start is left to return
+            return self._result(partition, None, None, None, starts, late)
         self.backward = backward_sets(self.graph, partition, self.owner)
         if self.opts.options_time_limit is not None:
             self.deadline = started + self.opts.options_time_limit
@@ -380,18 +383,20 @@ class HierarchicalSolver:
                 self.unsolved.add(self._local(cluster).key(self.opts.identical))
         for split in (halves(self.graph, start.schedule) for start in starts):
             for cluster in clusters if split is not None else ():
+                if self._past(self.end):
+                    break
                 if cluster not in top and self._past(self.top_deadline):  # late: only the top clusters' options
                     continue
                 option = induced(self._local(cluster), split)
                 if option is not None:
                     self.warm.setdefault(self._local(cluster).key(self.opts.identical), []).append(option)
         for member in partition.top:
-            if isinstance(member, Cluster):
+            if isinstance(member, Cluster) and not self._past(self.end):
                 self.solve_cluster(member)
         if interrupted() is not None:
             return self._result(partition, None, None, None, starts, "interrupted before the top level")
         if self._past(self.end):
-            return self._result(partition, None, None, None, starts, "the time limit passed before the top level")
+            return self._result(partition, None, None, None, starts, late)
         index = {v: v for v in range(self.graph.n)}
         layers = self._select([m for m in partition.top if isinstance(m, Cluster)], index, self.budget)
         loss = next((v for v in self.graph.order.tolist() if self.graph.kind[v] == NodeKind.LOSS), None)
@@ -401,7 +406,7 @@ class HierarchicalSolver:
         end = self.top_deadline
         limit = None if end is None else min(max(1.0, end - time.perf_counter()), self.left())
         if limit is not None and limit <= 0:
-            return self._result(partition, None, None, None, starts, "the time limit passed before the top level")
+            return self._result(partition, None, None, None, starts, late)
         result = self._solve(built, limit, "top")
         log.info("hilp top of %s: %s after %d ILPs", self.graph.name, result.status.value, len(self.ilp_times))
         found = self._found(built, result)
@@ -483,8 +488,8 @@ class HierarchicalSolver:
         """A refinement move per cluster with a backward part: its options' backward parts in global ids."""
         moves = []
         for cluster in partition.clusters():
-            backward = self.backward[cluster]
-            if not backward.size or cluster not in self.key_of:  # no options: skipped past the deadline
+            backward = self.backward.get(cluster)
+            if backward is None or not backward.size or cluster not in self.key_of:  # no options: past the deadline
                 continue
             gid = self._local(cluster).gid
             options = self.solved[self.key_of[cluster]].options
