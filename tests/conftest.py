@@ -43,6 +43,21 @@ def numba_kernels_cached() -> None:
         three_way(graph, 8, TransferModel(out_bw=2, in_bw=2))
 
 
+@pytest.fixture(scope="session")
+def c1_auto_offload():
+    """``auto`` with C1's transfer model at 9 B (spec C1): one run, inspected by three tests (files: test_offload_zoo,
+    test_offload_three_way, test_auto_members), each checking its own properties of it.
+
+    20 s: the offload worker's three-way search gets the last 30 % less a second, and a worker still importing
+    under load got nothing at 8-10 s; auto returns once every member has reported (seconds on this graph).
+    """
+    from offload_cases import c1_graph, c1_transfer
+
+    from remat_models.planning.plan import plan
+
+    return plan(c1_graph(), 9, "auto", transfer=c1_transfer(), time_limit=20)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def private_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A cache folder of the test run's own (the torch APIs cache plans under ``$XDG_CACHE_HOME`` by default)."""

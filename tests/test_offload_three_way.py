@@ -78,8 +78,8 @@ def test_host_capacity_is_respected() -> None:
     assert simulate(graph, found.schedule, transfer).host_peak <= transfer.host_capacity
 
 
-def test_auto_considers_offload_when_given_a_transfer_model() -> None:
-    result = plan(c1_graph(), 9, "auto", transfer=c1_transfer(), time_limit=20)  # offload worker in time under load
+def test_auto_considers_offload_when_given_a_transfer_model(c1_auto_offload) -> None:
+    result = c1_auto_offload  # plan(c1_graph(), 9, "auto", transfer=c1_transfer(), time_limit=20): conftest
     assert result.simulation.total_cost == pytest.approx(17.0)
     assert result.details["chosen"] == "three-way"
     check(c1_graph(), 9, result.schedule, c1_transfer())

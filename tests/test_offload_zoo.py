@@ -26,7 +26,8 @@ _spec.loader.exec_module(offload_zoo)
 # auto with a transfer model hands its members' schedules to the offload worker at the last 30 % of the limit,
 # and that worker's three-way search gets what is left of it less a second: a worker still importing under
 # load got nothing (at 8 s) and returned its recompute-only start. At 20 s the search gets its seconds; on
-# this 4-node graph every member reports within seconds and auto returns then, not at the limit.
+# this 4-node graph every member reports within seconds and auto returns then, not at the limit. (The plain
+# plan(c1_graph(), 9, "auto", transfer=c1_transfer(), time_limit=20) is conftest's c1_auto_offload.)
 OFFLOAD_LIMIT = 20.0
 
 
@@ -35,9 +36,9 @@ def remat(*args: str | Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, capture_output=True, text=True, env={"PATH": "", "COLUMNS": "200"}, check=False)
 
 
-def test_auto_with_a_transfer_model_is_never_costlier_than_its_recompute_only_members() -> None:
+def test_auto_with_a_transfer_model_is_never_costlier_than_its_recompute_only_members(c1_auto_offload) -> None:
     graph, transfer = c1_graph(), c1_transfer()
-    result = plan(graph, 9, "auto", transfer=transfer, time_limit=OFFLOAD_LIMIT)  # returns once all have reported
+    result = c1_auto_offload  # plan(graph, 9, "auto", transfer=transfer, time_limit=20): conftest
     simulation = simulate(graph, result.schedule, transfer)  # the simulator's own verdict, not the run's
     assert simulation.peak <= 9 and simulation.total_cost == pytest.approx(result.simulation.total_cost)
     members = result.details["portfolio"]
