@@ -71,7 +71,10 @@ def test_the_method_gets_the_whole_limit_after_a_quick_start() -> None:
     assert method_time_limit(None) is None
     with pytest.raises(ConfigurationError):
         method_time_limit(float("nan"))
-    assert 0.0 <= seconds_since_start() < 600.0
+    assert seconds_since_start() >= 0.0  # here: how long this test process has run (minutes into a suite)
+    code = "from remat_models.bench.clock import seconds_since_start; print(seconds_since_start())"
+    fresh = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert 0.0 < float(fresh.stdout) < 60.0  # a fresh process: its own start-up, interpreter and imports
 
 
 def test_moccasin_builds_its_reservoirs_from_arrays_as_the_expressions_would() -> None:
