@@ -445,6 +445,19 @@ class Graph:
     def __repr__(self) -> str:
         return f"Graph(name={self.name!r}, n={self.n}, m={self.m})"
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled with the names of its read-only arrays: unpickled arrays are writable, another numba signature."""
+        state = dict(self.__dict__)
+        state["_readonly_arrays"] = [k for k, v in state.items() if isinstance(v, np.ndarray) and not v.flags.writeable]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Unpickled (``auto``'s workers receive graphs so): the arrays read-only again, as built."""
+        state = dict(state)
+        for key in state.pop("_readonly_arrays", ()):
+            state[key].setflags(write=False)
+        self.__dict__.update(state)
+
     batch_scaling: BatchScaling | None = None  # set by BatchScaling.attach (remat_models/core/batch.py)
 
     def at_batch(self, batch: int) -> Graph:
