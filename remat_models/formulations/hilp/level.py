@@ -400,38 +400,34 @@ class _Builder:
         and values kept to the end by construction (non-recomputable values of recomputable nodes) are exempt.
         """
         h, T = self.h, self.T
+        stage = np.arange(T)[:, None]
         fixed = ~h.graph.recomputable[h.data_node] & h.recomputable[h.producer]
-        row_t, row_d, row_c = [], [], []  # per row: stage, data node, the cell it bounds (column id)
-        term_r, term_t, term_k = [], [], []  # reader terms: row, stage, compute node
-        count = 0
-        for d in range(h.data_node.size):
-            if fixed[d]:
-                continue
-            readers = np.asarray(self.readers[d], dtype=np.int64)
-            producer = int(h.producer[d])
-            cells = [(t, int(self.pid[t, d]), readers) for t in np.flatnonzero(self.p_mask[:, d]).tolist()]
-            if producer not in self.layer_nodes and self.n_opt[producer] == 1:
-                later = readers[readers > producer]
-                q = int(self.opt_ptr[producer])
-                reruns = np.flatnonzero(self.r_mask[:, q])
-                cells += [(t, int(self.rid[t, q]), later) for t in reruns[reruns > producer].tolist()]
-            for t, col, reading in cells:
-                if t == T - 1 and h.final[d]:
-                    continue
-                run = reading[self.u_mask[t, reading]]
-                row_t.append(t)
-                row_d.append(d)
-                row_c.append(col)
-                term_r.append(np.full(run.size, count))
-                term_t.append(np.full(run.size, t))
-                term_k.append(run)
-                count += 1
+        held = self.p_mask & ~fixed[None, :]
+        plain = np.array([k not in self.layer_nodes and self.n_opt[k] == 1 for k in h.producer.tolist()], dtype=bool)
+        q_of = self.opt_ptr[h.producer]
+        rerun = self.r_mask[:, q_of] & (stage > h.producer[None, :]) & (plain & ~fixed)[None, :]
+        held[T - 1] &= ~h.final
+        rerun[T - 1] &= ~h.final
+        pt, pd = np.nonzero(held)
+        rt, rd = np.nonzero(rerun)
+        kind = np.concatenate([np.zeros(pt.size, np.int64), np.ones(rt.size, np.int64)])
+        tt, dd = np.concatenate([pt, rt]), np.concatenate([pd, rd])
+        col = np.concatenate([self.pid[pt, pd], self.rid[rt, q_of[rd]]])
+        order = np.lexsort((tt, kind, dd))  # per data node: its holds, then its reruns, by stage
+        tt, dd, kind, col = tt[order], dd[order], kind[order], col[order]
+        count = tt.size
         if count == 0:
             return
-        tt, dd = np.array(row_t), np.array(row_d)
+        n_read = np.array([len(r) for r in self.readers], dtype=np.int64)
+        ptr = np.concatenate([[0], np.cumsum(n_read)])
+        readers = np.concatenate([np.asarray(r, dtype=np.int64) for r in self.readers] or [np.empty(0, np.int64)])
+        row = np.repeat(np.arange(count), n_read[dd])
+        offset = np.arange(row.size) - np.repeat(np.cumsum(n_read[dd]) - n_read[dd], n_read[dd])
+        j = readers[ptr[dd[row]] + offset]
+        keep = self.u_mask[tt[row], j] & ((kind[row] == 0) | (j > h.producer[dd[row]]))
         nxt = np.where(tt + 1 < T, self.pid[np.minimum(tt + 1, T - 1), dd], -1)
-        rows = Rows(count).term(np.array(row_c), 1.0).term(nxt, -1.0)
-        self.cr(rows, np.concatenate(term_t), np.concatenate(term_k), -1.0, np.concatenate(term_r))
+        rows = Rows(count).term(col, 1.0).term(nxt, -1.0)
+        self.cr(rows, tt[row[keep]], j[keep], -1.0, row[keep])
         rows.add_to(self.m, ub=0.0)
 
     def _frees(self) -> tuple[Rows, np.ndarray]:
