@@ -77,6 +77,16 @@ def test_the_method_gets_the_whole_limit_after_a_quick_start() -> None:
     assert 0.0 < float(fresh.stdout) < 60.0  # a fresh process: its own start-up, interpreter and imports
 
 
+def test_a_command_run_in_a_long_lived_process_gets_the_whole_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In process (a CliRunner in a test suite minutes old, a notebook), the process's age is not the start-up."""
+    from remat_models.bench import clock
+
+    monkeypatch.setattr(clock, "seconds_since_start", lambda: 1692.0)  # the suite's process in a clean-clone run
+    assert method_time_limit(5.0) == 5.0
+    monkeypatch.setattr(clock, "seconds_since_start", lambda: 2.0)  # a fresh process's slow start-up
+    assert method_time_limit(5.0) == pytest.approx(5.5 + 2.0 - 1.0 - 2.0)
+
+
 def test_moccasin_builds_its_reservoirs_from_arrays_as_the_expressions_would() -> None:
     """Eq. (10) per (edge, later interval of its consumer): 2,503 reservoirs on chain32 with C = 50, which took 2.9-7.5
     s through ``Model.add_reservoir`` (one expression per event); now arrays, the same reservoirs."""
