@@ -13,6 +13,10 @@ import re
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
+from remat_models.errors import ConfigurationError
+
 PACKAGE = Path(__file__).resolve().parents[1] / "remat_models"
 FAMILIES = {  # formulation name -> its package under remat_models/formulations/
     "checkmate": "checkmate",
@@ -63,3 +67,17 @@ def test_the_check_sees_a_name_test() -> None:
     code = 'if name == "moccasin/cpsat" or kind in ("hilp", "x"):\n    """About "checkmate"."""\n'
     values = [n.value for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
     assert [v for v in values if NAMED.match(v)] == ["moccasin/cpsat", "hilp"]
+
+
+def test_a_registered_formulation_takes_its_roles_and_a_bad_role_is_refused(monkeypatch) -> None:
+    import remat_models.formulations as registry
+
+    for table in ("_REGISTRY", "_AUTO_ROLES", "_LEAF_SOLVERS", "_PAPER_FAMILIES"):
+        monkeypatch.setattr(registry, table, type(getattr(registry, table))(getattr(registry, table)))
+    target = "remat_models.formulations.checkmate.formulation:CHECKMATE"
+    registry.register_formulation("mine", target, auto_role="small", leaf_solver=True, paper_family="mine_milp")
+    assert registry.auto_formulation("small") == "mine" and "mine" in registry.leaf_formulations()
+    assert registry.paper_family("mine") == "mine_milp" and registry.get_formulation("mine") is not None
+    with pytest.raises(ConfigurationError, match="auto_role must be one of small, large, every, got 'tiny'"):
+        registry.register_formulation("other", target, auto_role="tiny")  # type: ignore[arg-type]
+    assert "other" not in registry.formulation_names()

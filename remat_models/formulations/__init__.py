@@ -82,6 +82,8 @@ def register_formulation(
     paper_family: str | None = None,
 ) -> None:
     """Register a formulation instance given as ``"module:attribute"``, with the roles it takes (see above)."""
+    if auto_role is not None and auto_role not in _AUTO_ROLES:
+        raise ConfigurationError(f"auto_role must be one of {', '.join(_AUTO_ROLES)}, got {auto_role!r}")
     _REGISTRY[name] = target
     if auto_role is not None:
         _AUTO_ROLES[auto_role] = name
