@@ -7,13 +7,11 @@ fresh install compiled the kernels the warm-up had cached for read-only ones (20
 from __future__ import annotations
 
 import pickle
+import subprocess
+import sys
 
-import numba
 import numpy as np
 
-from remat_models.core.schedule import simulate
-from remat_models.heuristics import _sequence_kernels as kernels
-from remat_models.heuristics.baselines import BASELINES
 from remat_models.io import transformer
 
 
@@ -26,20 +24,27 @@ def test_unpickled_graph_arrays_are_read_only_as_built() -> None:
     assert copy == graph and "_readonly_arrays" not in vars(copy)
 
 
-def _signatures() -> dict[str, int]:
-    """How many compiled signatures each baseline kernel has in this process."""
-    dispatchers = {name: d for name, d in vars(kernels).items() if isinstance(d, numba.core.registry.CPUDispatcher)}
-    return {name: len(d.signatures) for name, d in dispatchers.items()}
+SIGNATURES = """
+import pickle, numba
+from remat_models.heuristics import _sequence_kernels as kernels
+from remat_models.heuristics.baselines import BASELINES
+from remat_models.io import transformer
+graph = transformer(2)
+budget = graph.lower_bound * 2
+names = ("chen-sqrtn", "chen-greedy", "knapsack")
+def signatures():
+    found = {n: d for n, d in vars(kernels).items() if isinstance(d, numba.core.registry.CPUDispatcher)}
+    return {n: len(d.signatures) for n, d in found.items()}
+first = [BASELINES[name](graph, budget).steps for name in names]
+before = signatures()
+copy = pickle.loads(pickle.dumps(graph))
+again = [BASELINES[name](copy, budget).steps for name in names]
+print(before == signatures(), first == again)
+"""
 
 
 def test_a_kernel_run_on_an_unpickled_graph_needs_no_new_signature() -> None:
-    graph = transformer(2)
-    budget = graph.lower_bound * 2
-    names = ("chen-sqrtn", "chen-greedy", "knapsack")
-    first = [BASELINES[name](graph, budget) for name in names]
-    signatures = _signatures()
-    copy = pickle.loads(pickle.dumps(graph))
-    again = [BASELINES[name](copy, budget) for name in names]
-    assert _signatures() == signatures  # before: 5 kernels compiled a second, writable-array signature
-    for schedule, same in zip(first, again, strict=True):
-        assert same.steps == schedule.steps and simulate(copy, same).peak == simulate(graph, schedule).peak
+    """In a fresh process: this suite's conftest warms the kernels on an unpickled graph too, hiding a regression."""
+    done = subprocess.run([sys.executable, "-P", "-c", SIGNATURES], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "True"]  # before: 5 kernels compiled a second, writable-array signature
