@@ -179,15 +179,23 @@ def least_peak(graph: Graph) -> int:
     return min(result.simulation.peak for result in results)
 
 
-def activation_bytes(graph: Graph, fraction: float) -> int:
-    """Budget bytes for an activation budget: floor + fraction x (input-order peak - floor).
+def activation_top(graph: Graph, eager: int | None = None) -> int:
+    """The bytes of activation budget 1: the input-order peak, or ``eager`` above the fixed memory if lower."""
+    peak = input_order_peak(graph)
+    return peak if eager is None else min(peak, eager + graph.fixed_mem)
+
+
+def activation_bytes(graph: Graph, fraction: float, eager: int | None = None) -> int:
+    """Budget bytes for an activation budget: floor + fraction x (top - floor), monotone in ``fraction``.
 
     0 is the least peak a plan reaches (:func:`least_peak`: ``auto`` always finds a plan there), 1 the
-    input-order peak (no recomputation needed); the resolved bytes are logged.
+    input-order peak (no recomputation needed) or, where lower, ``eager``: eager autograd's peak above the
+    fixed memory (:func:`~remat_models.torch.save_budget.eager_peak`; on a traced step's own Graph the
+    input-order peak is eager's); the resolved bytes are logged.
     """
     if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 <= fraction <= 1:
         raise BudgetError(f"activation_budget must be a number in [0, 1], got {fraction!r}")
-    peak = input_order_peak(graph)
+    peak = activation_top(graph, eager)
     floor = min(least_peak(graph), peak)
     limit = floor + math.floor(fraction * (peak - floor))
     log.info("activation budget %.3g of %s: %d B (floor %d B, peak %d B)", fraction, graph.name, limit, floor, peak)
@@ -279,9 +287,10 @@ def cached_plan(
     time_limit: float | None,
     cache: PlanCache,
     allow_over_budget: bool = False,
+    eager: int | None = None,
     **options: Any,
 ) -> PlanResult:
-    """``plan()`` of ``graph`` within ``budget`` bytes (or ``activation_budget``), through ``cache``.
+    """``plan()`` of ``graph`` within ``budget`` bytes (or ``activation_budget``, 1 capped by ``eager``), via ``cache``.
 
     A method that takes a time limit gets ``PLAN_SECONDS`` when ``time_limit`` is None (the activation
     budget's floor counts against it) and, only if that plan does not fit, a second run with the method's own
@@ -295,15 +304,16 @@ def cached_plan(
         graph=graph.content_hash,
         budget=budget,
         activation_budget=activation_budget,
+        eager=eager,
         method=method,
         time_limit=time_limit,
         options=options,
     )
-    result = _cached(cache, key, graph, budget)
+    result = _cached(cache, key, graph, budget, activation_top(graph, eager))
     if result is not None:
         return result
     started = time.monotonic()
-    limit = budget if budget is not None else activation_bytes(graph, activation_budget)  # type: ignore[arg-type]
+    limit = budget if budget is not None else activation_bytes(graph, activation_budget, eager)  # type: ignore[arg-type]
     seconds = PLAN_SECONDS if short else time_limit
     if budget is None and seconds is not None:
         seconds = max(seconds - (time.monotonic() - started), LEAST_SLICE)
@@ -319,16 +329,15 @@ def cached_plan(
     return result
 
 
-def _cached(cache: PlanCache, key: dict[str, Any], graph: Graph, budget: int | None) -> PlanResult | None:
+def _cached(cache: PlanCache, key: dict[str, Any], graph: Graph, budget: int | None, top: int) -> PlanResult | None:
     """The plan stored under ``key`` if it is a schedule of ``graph`` within its budget, else None (warned).
 
-    ``budget``: bytes; None (an activation budget) takes the stored bytes, which must not exceed the
-    input-order peak.
+    ``budget``: bytes; None (an activation budget) takes the stored bytes, which must not exceed ``top``
+    (activation budget 1's bytes).
     """
     payload = cache.load(key)
     if payload is None:
         return None
-    peak = input_order_peak(graph)
     try:
         schedule = schedule_from_dict(payload["schedule"], graph)
         limit = budget if budget is not None else int(payload["budget"])
@@ -337,7 +346,7 @@ def _cached(cache: PlanCache, key: dict[str, Any], graph: Graph, budget: int | N
     except (RematError, KeyError, TypeError, ValueError) as error:
         cache.reject(key, str(error))
         return None
-    if not simulation.fits(limit) or (budget is None and limit > peak):
+    if not simulation.fits(limit) or (budget is None and limit > top):
         cache.reject(key, f"its peak {simulation.peak:,} B is over the budget {limit:,} B")
         return None
     log.info("plan cache: reusing the %s plan of %s within %d B", method, graph.name, limit)
@@ -346,7 +355,7 @@ def _cached(cache: PlanCache, key: dict[str, Any], graph: Graph, budget: int | N
         graph_hash=graph.content_hash,
         method=method,
         budget=limit,
-        reference_peak=peak,
+        reference_peak=input_order_peak(graph),
         status=PlanStatus.WITHIN_BUDGET,
         schedule=schedule,
         simulation=simulation,

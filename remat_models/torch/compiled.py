@@ -38,10 +38,11 @@ from remat_models.heuristics.recompute import forward_mask, saved_set_sequence, 
 from remat_models.heuristics.saveset import SaveSet, saveset_schedule, saveset_search
 from remat_models.planning.methods import parse_method_name
 from remat_models.planning.plan import plan
+from remat_models.torch.api import extract
 from remat_models.torch.joint import FLOPS_PER_BYTE, JointGraph, as_partitioned, joint_graph
 from remat_models.torch.ops import is_random
 from remat_models.torch.plan_cache import DEFAULT, CacheDir, PlanCache
-from remat_models.torch.save_budget import SaveBudget, undone
+from remat_models.torch.save_budget import SaveBudget, eager_peak, undone
 from remat_models.torch.schedule_partition import SchedulePlan, partition_schedule
 from remat_models.torch.trace import LossFn, as_tensors
 
@@ -125,11 +126,12 @@ def choose_save_set(graph: Graph, budget: int, method: str = "saveset") -> SaveS
 
 
 def _cached_save_set(
-    cache: PlanCache, key: dict[str, Any], graph: Graph, budget: int | None
+    cache: PlanCache, key: dict[str, Any], graph: Graph, budget: int | None, eager: int | None = None
 ) -> tuple[SaveSet, int] | None:
     """The save set stored under ``key`` and its budget, if it saves forward values and simulates within budget.
 
-    ``budget``: bytes; None (an activation budget) takes the stored bytes, at most the save-everything peak.
+    ``budget``: bytes; None (an activation budget) takes the stored bytes, at most the save-everything peak
+    and ``eager`` (above the fixed memory).
     """
     payload = cache.load(key)
     if payload is None:
@@ -143,6 +145,7 @@ def _cached_save_set(
             raise ValueError("it saves values that are not forward values")
         simulation = simulate(graph, saveset_schedule(graph, saved))
         most = simulate(graph, saveset_schedule(graph, np.flatnonzero(forward))).peak
+        most = most if eager is None else min(most, eager + graph.fixed_mem)
     except (RematError, KeyError, TypeError, ValueError) as error:
         cache.reject(key, f"not a save set of this graph: {error}")
         return None
@@ -157,10 +160,11 @@ def _save_set(joint: JointGraph, save_budget: SaveBudget, method: str, cache: Pl
     """The save set of ``joint`` within ``save_budget`` and the budget's bytes: from the cache, else planned."""
     graph = joint.graph
     given = save_budget.resolve(graph) if save_budget.activation is None else None
+    activation, eager = save_budget.activation, save_budget.eager
     key = cache.key(
-        kind="save-set", graph=graph.content_hash, budget=given, activation=save_budget.activation, method=method
+        kind="save-set", graph=graph.content_hash, budget=given, activation=activation, eager=eager, method=method
     )
-    found = _cached_save_set(cache, key, graph, given)
+    found = _cached_save_set(cache, key, graph, given, eager)
     if found is not None:
         return found
     budget = given if given is not None else save_budget.resolve(graph)
@@ -341,9 +345,14 @@ def compile(
     ``cache_dir`` (:mod:`remat_models.torch.plan_cache`; default the user's cache folder, None: no cache),
     keyed by the joint graph's hash, the budget, the method and the versions, and a later process compiling
     the same step reuses it once validated (logged "plan cache: reusing ...") instead of planning.
+    ``activation_budget`` spans the least peak the method reaches (0) up to eager autograd's peak, simulated
+    on the step traced here (1; lower where saving every value peaks lower), on every method.
     """
-    settings = SaveBudget(budget, activation_budget), backend, method, cache_dir, time_limit, transfer
-    step = CompiledStep(model, loss_fn, *settings)
+    eager = None
+    if activation_budget is not None:  # its 1 is capped by eager's peak, simulated on the traced step
+        eager = eager_peak(extract(model, example_inputs, loss_fn, targets).graph)
+    save_budget = SaveBudget(budget, activation_budget, eager)
+    step = CompiledStep(model, loss_fn, save_budget, backend, method, cache_dir, time_limit, transfer)
     with undone(model), torch.enable_grad():
         step(example_inputs, targets)
     return step

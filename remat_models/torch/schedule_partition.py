@@ -173,9 +173,9 @@ class _Emitter:
                 getitem.meta["val"] = item
 
 
-def emit(module: fx.GraphModule, joint: JointGraph, schedule: Schedule, num_fwd_outputs: int) -> tuple[
-    fx.GraphModule, fx.GraphModule
-]:
+def emit(
+    module: fx.GraphModule, joint: JointGraph, schedule: Schedule, num_fwd_outputs: int
+) -> tuple[fx.GraphModule, fx.GraphModule]:
     """The forward and backward modules running ``schedule`` of ``joint`` (a Graph of ``module``)."""
     if any(isinstance(step, Compute) and step.impl for step in schedule):
         raise UnsupportedConstructError("the compiled route runs default implementations only")
@@ -239,6 +239,7 @@ def partition_schedule(
         time_limit=time_limit,
         cache=cache,
         allow_over_budget=True,
+        eager=save_budget.eager,
         **extra,
     )
     if result.schedule is None or result.simulation is None:
@@ -260,7 +261,12 @@ def partition_schedule(
     )
     log.info(
         "schedule partition (%s): budget %d B, plan %d B, emitted order %d B, %d recomputations, %d offloads",
-        plan.method, plan.budget, plan.planned_peak, plan.emitted_peak, plan.recomputations, plan.offloads,
+        plan.method,
+        plan.budget,
+        plan.planned_peak,
+        plan.emitted_peak,
+        plan.recomputations,
+        plan.offloads,
     )
     if not plan.fits:
         log.warning("the emitted order peaks at %d B, over the budget of %d B", plan.emitted_peak, plan.budget)
