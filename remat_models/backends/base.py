@@ -17,6 +17,7 @@ from typing import Any, ClassVar, Protocol
 import numpy as np
 
 from remat_models.backends.deadline import (
+    ISOLATE_NONZEROS,
     ISOLATE_SIZE,
     hard_deadline,
     isolation_available,
@@ -164,12 +165,14 @@ class LoweringBackend(ABC):
             hint[: model.num_cols] = model.flatten(hints)
         self.stopper = stopper = Stopper()
         isolated = self._hard_deadline(limits)  # the solver may overrun its own limit at this size
+        given = limits.time_limit
         if isolated:  # the grace inside the limit: the solver stops 1 s + 5 % before its child is killed at the limit
             limits = killed_at_the_limit(limits)
         solve: Callable[[], SolveResult] = partial(self._solve_lowered, lowered.model, limits, hint)
         if isolated:
             spent = time.perf_counter() - start  # the lowering counts against the limit
-            seconds = max(0.1, hard_deadline(limits.time_limit) - spent)  # type: ignore[arg-type]
+            # killed at the limit itself, also below 1.1 s (where the solver's own limit is its least, 0.1 s)
+            seconds = max(0.1, min(given, hard_deadline(limits.time_limit)) - spent)  # type: ignore[type-var,arg-type]
             solve = partial(run_with_deadline, self.spec, solve, seconds, stopper)
         result = run_interruptible(self.spec, solve, stopper, self._abandoned)
         if stopper.stopped.is_set() and result.status in (SolveStatus.FEASIBLE, SolveStatus.NO_SOLUTION):
@@ -196,7 +199,9 @@ class LoweringBackend(ABC):
         if limits.time_limit is None or not isolation_available():
             return False
         size = self.compiled_size
-        large = size is not None and size.variables + size.constraints >= ISOLATE_SIZE
+        large = size is not None and (
+            size.variables + size.constraints >= ISOLATE_SIZE or size.nonzeros >= ISOLATE_NONZEROS
+        )
         return self.isolate_timed or (self.isolate_large and large)
 
     def limits_left(self, limits: SolveLimits) -> SolveLimits:

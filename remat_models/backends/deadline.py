@@ -46,6 +46,7 @@ from remat_models.model import SolveResult, SolveStatus
 log = logging.getLogger(__name__)
 
 ISOLATE_SIZE = 200_000  # from this many columns + rows on, a timed solve runs in a child with a hard deadline
+ISOLATE_NONZEROS = 1_000_000  # or from this many nonzeros (HiGHS: 3 s in its set-up of MONeT's 2 M, limit 0.1 s)
 GRACE_SECONDS, GRACE_SHARE = 1.0, 0.05  # the child is killed at time limit + 1 s + 5 % of the limit
 STOP_GRACE_S = 0.8  # an interrupted child that has not answered this long after the stop is killed
 

@@ -22,6 +22,7 @@ from remat_models.core.plugins import describe_error
 from remat_models.core.schedule import Schedule, Step, eager_frees
 from remat_models.core.transfer import TransferModel, transfer_of
 from remat_models.errors import ConfigurationError, InvalidScheduleError, RematError, SolverError
+from remat_models.formulations.build_deadline import BuildTimeUp, build_deadline, check_build_time, solve_time_left
 from remat_models.formulations.outcome import SolveOutcome, jsonable
 from remat_models.formulations.scaling import Units
 from remat_models.model import Model, SolveResult, SolveStatus
@@ -381,7 +382,9 @@ class SolveChain:
 
         Multi-phase formulations (Moccasin) run their own ``solve`` on this chain. A formulation with a
         ``least_seconds(graph)`` estimate (its build plus the shortest solve phase) is not built when the time limit
-        is below it: the outcome is "no schedule" (``details["build_skipped"]``). The build counts against the limit.
+        is below it: the outcome is "no schedule" (``details["build_skipped"]``). The build counts against the limit:
+        one that passes its share of it (``build_deadline``) stops, and one that leaves the solve less than that share
+        is not solved; both answer "no schedule" the same way.
         """
         name = self.form.name
         needed = None if limits.time_limit is None else self.form.least_seconds(graph)
@@ -391,15 +394,29 @@ class SolveChain:
             return SolveOutcome(name, self.spec, SolveStatus.NO_SOLUTION, details={"build_skipped": skipped})
         started = time.perf_counter()
         opts = self.form.warm_options(self.options(options), init)
-        built = apply_extensions(self.form.build(graph, budget, opts), extensions)
+        try:
+            with build_deadline(limits.time_limit, started):
+                built = apply_extensions(self.form.build(graph, budget, opts), extensions)
+        except BuildTimeUp as error:
+            return self._unsolved(graph, str(error), time.perf_counter() - started)
         build_time = time.perf_counter() - started
         if limits.time_limit is not None:  # Moccasin then skips the phases it has no time for
-            limits = replace(limits, time_limit=max(0.1, limits.time_limit - build_time))
+            left = solve_time_left(limits.time_limit, build_time)
+            if left is None:
+                why = f"the build took {build_time:.1f} s of {limits.time_limit:.1f} s: no time left to solve"
+                return self._unsolved(graph, why, build_time)
+            limits = replace(limits, time_limit=left)
         outcome = self.form.solve(built, self, limits, init)
         outcome.build_time = build_time
         outcome.options = {f.name: jsonable(getattr(opts, f.name)) for f in fields(opts)}
         log.info("%s/%s on %s: %s, objective %s", name, self.spec, graph.name, outcome.status.value, outcome.objective)
         return outcome
+
+    def _unsolved(self, graph: Graph, why: str, build_time: float) -> SolveOutcome:
+        """No schedule: the build used up the time limit (``plan`` then returns its warm start)."""
+        log.info("%s/%s on %s: %s", self.form.name, self.spec, graph.name, why)
+        details = {"build_skipped": why}
+        return SolveOutcome(self.form.name, self.spec, SolveStatus.NO_SOLUTION, build_time=build_time, details=details)
 
     def outcome(
         self,
@@ -475,6 +492,7 @@ def apply_extensions(built: BuiltModel, extensions: Sequence[Extension]) -> Buil
     An ``apply`` that raises anything but a RematError is a ConfigurationError naming the extension.
     """
     for extension in extensions:
+        check_build_time(built.formulation)
         if not isinstance(extension, Extension):
             raise ConfigurationError(f"{extension!r} is not an extension (needs name, supports and apply)")
         if built.formulation not in extension.supports:

@@ -12,6 +12,7 @@ Matrices are (T, n) = (n, n), indexed by position in ``order`` (see :mod:`remat_
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -72,22 +73,30 @@ def rounding_candidates(
     samples: int = 16,
     seed: int = 0,
     label: str = "",
+    deadline: float | None = None,
 ) -> list[Candidate]:
     """Deterministic rounding at each threshold and at random ones, plus randomized rounding; all simulated.
 
-    ``label`` prefixes every candidate's label (e.g. the allowance its S* came from).
+    ``label`` prefixes every candidate's label (e.g. the allowance its S* came from). Past ``deadline`` (a
+    ``time.perf_counter()`` instant) no further candidate is made, the first always is (33 candidates of a 199-node
+    graph: 2.6 s).
     """
     rng = np.random.default_rng(seed)
     s_frac = np.clip(np.asarray(s_frac, dtype=np.float64), 0.0, 1.0)
     cuts = [*(float(c) for c in thresholds), *rng.uniform(0.0, 1.0, random_thresholds).tolist()]
     masks: list[tuple[str, np.ndarray]] = [(f"{label}threshold {c:.3f}", s_frac > c) for c in cuts]
     masks += [(f"{label}randomized #{k}", rng.random(s_frac.shape) < s_frac) for k in range(samples)]
-    return list(_simulate_unique(graph, order, masks))
+    return list(_simulate_unique(graph, order, masks, deadline))
 
 
-def _simulate_unique(graph: Graph, order: np.ndarray, masks: Iterable[tuple[str, np.ndarray]]) -> Iterable[Candidate]:
+def _simulate_unique(
+    graph: Graph, order: np.ndarray, masks: Iterable[tuple[str, np.ndarray]], deadline: float | None = None
+) -> Iterable[Candidate]:
     seen: set[bytes] = set()
     for label, S in masks:
+        if seen and deadline is not None and time.perf_counter() > deadline:
+            log.info("rounding: the time limit passed after %d candidates", len(seen))
+            return
         R, _ = complete_stages(graph, order, S)
         key = np.packbits(R).tobytes()
         if key in seen:

@@ -37,6 +37,7 @@ from remat_models.core.stages import (
 )
 from remat_models.errors import ConfigurationError, InvalidScheduleError
 from remat_models.formulations.base import BuiltModel, FormulationBase, PagingPart
+from remat_models.formulations.build_deadline import check_build_time
 from remat_models.formulations.checkmate.paging import CheckmatePagingPart
 from remat_models.formulations.checkmate.peak import CheckmatePeak
 from remat_models.formulations.peak import PeakPart
@@ -253,7 +254,9 @@ class _Builder:
         self.rid, self.sid = index_of(self.r_mask, R.offset), index_of(self.s_mask, S.offset)
         self._dependencies()
         self._coverage()
+        check_build_time("checkmate")
         free, hazard = self._frees()
+        check_build_time("checkmate")
         memory_step, memory_const, first = self._memory(free)
         cells = np.nonzero(self.r_mask)[1]
         m.set_objective(R.cols, self.costs[cells])

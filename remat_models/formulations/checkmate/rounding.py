@@ -9,15 +9,17 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 from remat_models.backends import SolveLimits
 from remat_models.core.graph import Graph
 from remat_models.errors import ConfigurationError
-from remat_models.formulations.base import Extension, SolveChain
+from remat_models.formulations.base import BuiltModel, Extension, SolveChain
+from remat_models.formulations.build_deadline import BuildTimeUp, build_deadline, solve_time_left
 from remat_models.formulations.checkmate.formulation import CHECKMATE
 from remat_models.formulations.outcome import SolveOutcome
 from remat_models.heuristics.rounding import DEFAULT_THRESHOLDS, Candidate, best_candidate, rounding_candidates
-from remat_models.model import SolveStatus
+from remat_models.model import SolveResult, SolveStatus
 
 log = logging.getLogger(__name__)
 
@@ -55,26 +57,25 @@ def lp_rounding(
     if getattr(chain.backend, "integral", True):
         raise ConfigurationError(f"LP rounding needs a relaxation backend such as 'highs:lp', not {chain.spec!r}")
     options = chain.options({"order": order, "integral_memory": False})
-    started = time.perf_counter()
-    full = CHECKMATE.build(graph, budget, options)
-    first = limits  # the build counts against the limit (tr40: it took most of a 5 s limit)
-    if limits.time_limit is not None:
-        first = replace(limits, time_limit=max(0.1, limits.time_limit - (time.perf_counter() - started)))
-    bound_result = chain.run(full.model, first)
-    phases = {"lp": bound_result}
     if not 0 <= allowance < 1:
         raise ConfigurationError(f"LP rounding allowance must lie in [0, 1), got {allowance!r}")
+    started = time.perf_counter()
+    full = _built(graph, budget, options, limits, started)  # every build and LP counts against the limit
+    first = _left(limits, started)  # (tr40: the first build took most of a 5 s limit)
+    unsolved = SolveResult(SolveStatus.NO_SOLUTION, backend=chain.spec, log="no time left for the LP after its build")
+    bound_result = unsolved if full is None or first is None else chain.run(full.model, first)
+    phases = {"lp": bound_result}
     candidates: list[Candidate] = []
     tried: list[float] = []
-    for eps in [allowance, *(a for a in ALLOWANCES if search and a > allowance)]:
-        left = None if limits.time_limit is None else limits.time_limit - (time.perf_counter() - started)
-        if tried and left is not None and left <= 0:
-            break
+    for eps in [allowance, *(a for a in ALLOWANCES if search and a > allowance)] if full is not None else []:
         if eps == 0:
             built, result = full, bound_result
-        else:
-            built = CHECKMATE.build(graph, budget, replace(options, allowance=eps))
-            result = chain.run(built.model, limits if left is None else replace(limits, time_limit=max(left, 1.0)))
+        else:  # a later LP only with time left after its build (each got at least 1 s: 7.6 s at 5 s on 199 nodes)
+            again = _built(graph, budget, replace(options, allowance=eps), limits, started)
+            left = _left(limits, started)
+            if again is None or left is None:
+                break
+            built, result = again, chain.run(again.model, left)
             phases[f"lp_allowance_{eps:g}"] = result
         tried.append(eps)
         if result.has_solution:
@@ -88,6 +89,7 @@ def lp_rounding(
                 samples=samples,
                 seed=seed,
                 label=f"allowance {eps:g}, ",
+                deadline=None if limits.time_limit is None else started + limits.time_limit,
             )
         if best_candidate(candidates, budget)[0] is not None or bound_result.status == SolveStatus.INFEASIBLE:
             break
@@ -109,7 +111,7 @@ def lp_rounding(
         schedule=None if chosen is None else chosen.schedule,
         simulation=None if chosen is None else chosen.simulation,
         objective=None if chosen is None else chosen.simulation.total_cost,
-        bound=full.cost(bound_result.objective) if bound_result.has_solution else None,
+        bound=full.cost(bound_result.objective) if full is not None and bound_result.has_solution else None,
         solve_time=sum(p.wall_time for p in phases.values()),
         wall_time=time.perf_counter() - started,
         solver_version=bound_result.solver_version,
@@ -118,10 +120,30 @@ def lp_rounding(
         details={
             "approx": "lp-rounding",
             "lp_status": bound_result.status.value,
-            "lp_bound": full.cost(bound_result.objective) if bound_result.has_solution else None,
+            "lp_bound": full.cost(bound_result.objective) if full is not None and bound_result.has_solution else None,
             "allowances": tried,
             "candidates": len(candidates),
             "best": None if best is None else best.label,
             "lowest_peak": None if lowest is None else lowest.simulation.peak,
         },
     )
+
+
+def _built(graph: Graph, budget: int, options: Any, limits: SolveLimits, started: float) -> BuiltModel | None:
+    """Checkmate's relaxation, or None where its build passed its share of the time limit (``build_deadline``)."""
+    if limits.time_limit is not None and solve_time_left(limits.time_limit, time.perf_counter() - started) is None:
+        return None
+    try:
+        with build_deadline(limits.time_limit, started):
+            return CHECKMATE.build(graph, budget, options)
+    except BuildTimeUp as error:
+        log.info("LP rounding: %s", error)
+        return None
+
+
+def _left(limits: SolveLimits, started: float) -> SolveLimits | None:
+    """``limits`` with what is left of the time limit since ``started``; None when too little is left for an LP."""
+    if limits.time_limit is None:
+        return limits
+    left = solve_time_left(limits.time_limit, time.perf_counter() - started)
+    return None if left is None else replace(limits, time_limit=left)

@@ -32,6 +32,7 @@ from remat_models.core.graph import Graph
 from remat_models.core.schedule import Compute, Schedule, Step
 from remat_models.errors import ConfigurationError
 from remat_models.formulations.base import BuiltModel, FormulationBase
+from remat_models.formulations.build_deadline import check_build_time
 from remat_models.formulations.checkmate.formulation import MAX_CONTINUOUS_CAPACITY
 from remat_models.formulations.monet.layout import MonetLayout, monet_layout
 from remat_models.formulations.scaling import DEFAULT_PRECISION, Units, gcd_of, scale_costs
@@ -332,11 +333,10 @@ class _Builder:
 
     def build(self) -> MonetModel:
         self.check_size()
-        self._blocks()
-        self._selection()
-        self._dependencies()
-        self._inplace()
-        self._backward()
+        for phase in (self._blocks, self._selection, self._dependencies, self._inplace, self._backward):
+            check_build_time("monet")  # a build that passes its share of the time limit stops
+            phase()
+        check_build_time("monet")
         memory = self._memory()
         self._objective()
         log.info(
