@@ -5,11 +5,13 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from checkmate_graphs import random_dag, tiny_graphs, tiny_unet
 
 from remat_models.core.graph import Graph
 from remat_models.core.schedule import input_order_schedule, simulate
+from remat_models.heuristics import least_peak as lp
 from remat_models.heuristics.baselines import BASELINES
 from remat_models.heuristics.exhaustive import exhaustive_optimum
 from remat_models.heuristics.least_peak import least_peak, least_peak_search
@@ -112,3 +114,34 @@ def test_keeps_its_time_limit() -> None:
     found = least_peak_search(graph, time_limit=1.0)
     assert time.perf_counter() - started <= 1.1 * 1.0 + 2.0
     assert simulate(graph, found.schedule).peak == found.peak
+
+
+@pytest.mark.parametrize("graph", [unet(3), transformer(2), random_layered(60, seed=2)], ids=lambda g: g.name)
+def test_each_trial_scored_as_the_whole_sequence_would_be(graph: Graph) -> None:
+    """The descent scores a recomputation from tables of the unchanged sequence: exactly as rescoring all of it."""
+    sequences = lp._Sequences(graph)
+    sizes = (sequences.mem, sequences.workspace, graph.fixed_mem)
+    csr = (graph.pred_ptr, graph.pred_idx, graph.position)
+    slot, mark = np.full(graph.n, -1, np.int64), np.zeros(graph.n, np.bool_)
+    seq = sequences.prune(np.asarray(BASELINES["chen-greedy"](graph, 0).compute_sequence(), np.int64))
+    trials = 0
+    for _ in range(4):  # a few descent steps: later sequences hold recomputations
+        free_at = sequences.frees(seq)
+        for step in sorted({sequences.score(seq)[1], seq.size // 3, seq.size // 2}):
+            tables = lp._step_tables(seq, free_at, step, graph.pred_ptr, graph.pred_idx, sizes)
+            resident = np.flatnonzero((free_at[:step] > step) | (free_at[:step] < 0))
+            for q in resident[sequences.recomputable[seq[resident]]]:
+                at = tables[6][seq[q]]
+                closure = lp._closure(free_at, at, seq[q], csr, (tables[3], tables[4]), sequences.recomputable, mark)
+                for block in (np.array([seq[q]]), closure):
+                    trial = np.concatenate([seq[:at], block, seq[at:]])
+                    expected = sequences.score(trial)[0][:2]
+                    scored = lp._trial_profile(seq, free_at, q, block, tables, *csr[:2], sizes, slot)
+                    assert scored == expected
+                    trials += 1
+        assert not mark.any() and (slot == -1).all()
+        found = sequences.descend_step(seq, *sequences.score(seq))
+        if found is None:
+            break
+        seq = found[0]
+    assert trials >= 20

@@ -7,13 +7,15 @@ not read by that step is a candidate to drop and recompute just before its next 
 (with eager frees the earlier instance then ends at its last read before the peak); a candidate is tried
 alone (its inputs' lifetimes stretched to the recomputation) and with the closure of its inputs that are
 no longer resident there recomputed too. The best candidate by (peak, steps at the peak, added cost) is
-taken while it improves; computations nobody reads are then removed. Sequences are scored by numba kernels
-in time linear in their length, exactly as :func:`~remat_models.core.schedule.simulate` scores them with
-eager frees.
+taken while it improves; computations nobody reads are then removed. Each trial is scored from tables of
+the unchanged sequence built once per step (a recomputation changes the memory only before its insertion
+point: a few range maxima), exactly as :func:`~remat_models.core.schedule.simulate` scores the sequence with
+eager frees. The lowest start so far descends first; the others follow as it stalls.
 
-With a budget the search stops at the first sequence within it, removes the recomputations it can while
-staying within it (dearest first), and returns the cheapest fitting schedule it has seen, the baselines'
-own fitting schedules at that budget included. Every returned schedule is simulated.
+With a budget the search stops at the first sequence within it, lets the other starts descend for as long
+again (``more_fits``), keeps the cheapest fitting one, removes the recomputations it can while staying
+within the budget (dearest first), and returns the cheapest fitting schedule it has seen, the baselines' own
+fitting schedules at that budget included. Every returned schedule is simulated.
 """
 
 from __future__ import annotations
@@ -46,7 +48,8 @@ FASTSA_SHARE_NO_BACKWARD = 0.7  # the same on graphs without a backward pass (me
 FASTSA_MIN_SECONDS = 1.0
 FASTSA_SECONDS_PER_NODE = 0.02  # FastSA's run is capped by the graph's size (a 5-node graph stalls in milliseconds)
 SAVESET_NODES = 2000  # the save-set search lowers its peak slowly: 0.2 s on the zoo, 15 s at budget 0 on 4.8k nodes
-ROUND_SECONDS = 0.25  # the first slice of each start's descent; slices double every round
+MORE_FITS = 1.0  # once a start fits: the other starts descend this many times as long again, the cheapest fit wins
+SLICE_SECONDS = 0.25  # a descent's slice: then the lowest start so far goes on
 
 Score = tuple[int, int, float]  # (peak, compute steps at the peak, total cost)
 
@@ -77,37 +80,128 @@ def _profile(
 
 
 @njit(cache=True)
-def _next_reads(seq: np.ndarray, after: int, pred_ptr: np.ndarray, pred_idx: np.ndarray, n: int) -> np.ndarray:
-    """Each node's first read at a position after ``after`` (``seq.size``: none)."""
-    first = np.full(n, seq.size, np.int64)
-    for r in range(seq.size - 1, after, -1):
+def _step_tables(
+    seq: np.ndarray,
+    free_at: np.ndarray,
+    first: int,
+    pred_ptr: np.ndarray,
+    pred_idx: np.ndarray,
+    sizes: tuple[np.ndarray, np.ndarray, int],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """What every trial of one descent step reads, built once per step in time linear in the sequence.
+
+    (memory in use before each position (``size + 1`` entries), a segment tree over the memory during each
+    step (max, count of the max; ``size`` rounded up to a power of two leaves), each node's computations (CSR
+    ``occ_ptr``/``occ_pos``, positions ascending), each computation's last read up to ``first`` (-1: none),
+    each node's first read after ``first`` (``size``: none)).
+    """
+    mem, workspace, fixed = sizes
+    size, n = seq.size, pred_ptr.size - 1
+    freed = np.zeros(size, np.int64)
+    for q in range(size):
+        if free_at[q] >= 0:
+            freed[free_at[q]] += mem[seq[q]]
+    before = np.empty(size + 1, np.int64)
+    leaves = 1
+    while leaves < size:
+        leaves *= 2
+    tree_max = np.full(2 * leaves, -1, np.int64)
+    tree_count = np.zeros(2 * leaves, np.int64)
+    in_use = fixed
+    for p in range(size):
+        v = seq[p]
+        before[p] = in_use
+        tree_max[leaves + p] = in_use + mem[v] + workspace[v]
+        tree_count[leaves + p] = 1
+        in_use += mem[v] - freed[p]
+    before[size] = in_use
+    for i in range(leaves - 1, 0, -1):
+        left, right = tree_max[2 * i], tree_max[2 * i + 1]
+        top = max(left, right)
+        tree_max[i] = top
+        tree_count[i] = (tree_count[2 * i] if left == top else 0) + (tree_count[2 * i + 1] if right == top else 0)
+    occ_ptr = np.zeros(n + 1, np.int64)
+    for p in range(size):
+        occ_ptr[seq[p] + 1] += 1
+    for u in range(n):
+        occ_ptr[u + 1] += occ_ptr[u]
+    fill = occ_ptr[:n].copy()
+    occ_pos = np.empty(size, np.int64)
+    for p in range(size):
+        occ_pos[fill[seq[p]]] = p
+        fill[seq[p]] += 1
+    latest = np.full(n, -1, np.int64)
+    last_read = np.full(size, -1, np.int64)
+    for p in range(min(first + 1, size)):
+        v = seq[p]
+        for e in range(pred_ptr[v], pred_ptr[v + 1]):
+            w = latest[pred_idx[e]]
+            if w >= 0:
+                last_read[w] = p
+        latest[v] = p
+    next_read = np.full(n, size, np.int64)
+    for r in range(size - 1, first, -1):
         v = seq[r]
         for e in range(pred_ptr[v], pred_ptr[v + 1]):
-            first[pred_idx[e]] = r
-    return first
+            next_read[pred_idx[e]] = r
+    return before, tree_max, tree_count, occ_ptr, occ_pos, last_read, next_read
+
+
+@njit(cache=True)
+def _latest_before(occ_ptr: np.ndarray, occ_pos: np.ndarray, u: int, at: int) -> int:
+    """The position of u's last computation before ``at`` (-1: none)."""
+    low, high = occ_ptr[u], occ_ptr[u + 1]
+    while low < high:
+        middle = (low + high) // 2
+        if occ_pos[middle] < at:
+            low = middle + 1
+        else:
+            high = middle
+    return occ_pos[low - 1] if low > occ_ptr[u] else -1
+
+
+@njit(cache=True)
+def _range_peak(tree_max: np.ndarray, tree_count: np.ndarray, low: int, high: int) -> tuple[int, int]:
+    """(max, count of the max) of the memory during the steps ``low`` to ``high - 1`` ((-1, 0) if none)."""
+    leaves = tree_max.size // 2
+    best, count = -1, 0
+    low += leaves
+    high += leaves
+    while low < high:
+        if low & 1:
+            if tree_max[low] > best:
+                best, count = tree_max[low], tree_count[low]
+            elif tree_max[low] == best:
+                count += tree_count[low]
+            low += 1
+        if high & 1:
+            high -= 1
+            if tree_max[high] > best:
+                best, count = tree_max[high], tree_count[high]
+            elif tree_max[high] == best:
+                count += tree_count[high]
+        low >>= 1
+        high >>= 1
+    return best, count
 
 
 @njit(cache=True)
 def _closure(
-    seq: np.ndarray,
     free_at: np.ndarray,
     at: int,
     v: int,
-    pred_ptr: np.ndarray,
-    pred_idx: np.ndarray,
-    position: np.ndarray,
+    csr: tuple[np.ndarray, np.ndarray, np.ndarray],
+    occurrences: tuple[np.ndarray, np.ndarray],
     recomputable: np.ndarray,
+    mark: np.ndarray,
 ) -> np.ndarray:
-    """Node ``v`` and its recomputable ancestors not resident before position ``at`` (reached through such)."""
+    """Node ``v`` and its recomputable ancestors not resident before position ``at`` (reached through such).
+
+    ``mark`` is an all-false scratch mask over the nodes, left all false.
+    """
+    pred_ptr, pred_idx, position = csr
+    occ_ptr, occ_pos = occurrences
     n = pred_ptr.size - 1
-    latest = np.full(n, -1, np.int64)
-    for q in range(at):
-        latest[seq[q]] = q
-    live = np.zeros(n, np.bool_)
-    for u in range(n):
-        q = latest[u]
-        live[u] = q >= 0 and (free_at[q] < 0 or free_at[q] >= at)
-    mark = np.zeros(n, np.bool_)
     stack = np.empty(n, np.int64)
     out = np.empty(n, np.int64)
     mark[v] = True
@@ -120,12 +214,111 @@ def _closure(
         count += 1
         for e in range(pred_ptr[u], pred_ptr[u + 1]):
             w = pred_idx[e]
-            if not mark[w] and not live[w] and recomputable[w]:
-                mark[w] = True
-                stack[top] = w
-                top += 1
+            if mark[w] or not recomputable[w]:
+                continue
+            q = _latest_before(occ_ptr, occ_pos, w, at)
+            if q >= 0 and (free_at[q] < 0 or free_at[q] >= at):
+                continue  # resident at ``at``
+            mark[w] = True
+            stack[top] = w
+            top += 1
     block = out[:count].copy()
+    mark[block] = False
     return block[np.argsort(position[block], kind="mergesort")]
+
+
+@njit(cache=True)
+def _trial_profile(
+    seq: np.ndarray,
+    free_at: np.ndarray,
+    q: int,
+    block: np.ndarray,
+    tables: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    pred_ptr: np.ndarray,
+    pred_idx: np.ndarray,
+    sizes: tuple[np.ndarray, np.ndarray, int],
+    slot: np.ndarray,
+) -> tuple[int, int]:
+    """(peak, steps at the peak) with ``block`` inserted: exactly :func:`_profile` of that sequence, eager frees.
+
+    ``block`` ends in ``seq[q]`` and goes just before that value's first read after the step of ``tables``;
+    ``q`` is a computation resident after that step. The insertion changes the memory only before the
+    insertion point: the earlier copy of ``seq[q]`` ends at its last read up to the step, and the block's
+    inputs freed before the point live on until their last read in the block; from the point on every value
+    lives as before (the new copy takes over the earlier one's later reads). So the peak is the tables' range
+    maxima with those few deltas added, and the block's own steps. ``slot`` is an all -1 scratch array over
+    the nodes, left so. Time O(the block's reads x log(sequence length)).
+    """
+    before, tree_max, tree_count, occ_ptr, occ_pos, last_read, next_read = tables
+    mem, workspace, _ = sizes
+    v, b, size = seq[q], block.size, seq.size
+    at = next_read[v]
+    ends = np.empty(b, np.int64)  # each new copy's last read in the block
+    for j in range(b):
+        slot[block[j]] = j
+        ends[j] = j
+    reads = pred_ptr[block + 1].sum() - pred_ptr[block].sum()
+    nodes = np.empty(reads + 1, np.int64)  # the inputs freed before the point, read again in the block
+    starts = np.empty(reads + 1, np.int64)  # ... where their lives are extended from
+    lasts = np.empty(reads + 1, np.int64)  # ... and their last read in the block
+    stretched = 0
+    for j in range(b):
+        u = block[j]
+        for e in range(pred_ptr[u], pred_ptr[u + 1]):
+            w = pred_idx[e]
+            s = slot[w]
+            if s >= 0:
+                ends[s] = j
+            elif s <= -2:
+                lasts[-2 - s] = j
+            else:
+                r = _latest_before(occ_ptr, occ_pos, w, at)
+                if r >= 0 and 0 <= free_at[r] < at:
+                    nodes[stretched], starts[stretched], lasts[stretched] = w, free_at[r] + 1, j
+                    slot[w] = -2 - stretched
+                    stretched += 1
+    slot[block] = -1
+    slot[nodes[:stretched]] = -1
+    diff = np.zeros(b + 1, np.int64)
+    for k in range(stretched):
+        diff[0] += mem[nodes[k]]
+        diff[lasts[k] + 1] -= mem[nodes[k]]
+    for i in range(b - 1):  # the last is seq[q]: its copy lives on past the block
+        diff[i + 1] += mem[block[i]]
+        diff[ends[i] + 1] -= mem[block[i]]
+    peak, count = -1, 0
+    in_use = before[at] - mem[v]
+    for j in range(b):
+        in_use += diff[j]
+        during = in_use + mem[block[j]] + workspace[block[j]]
+        if during > peak:
+            peak, count = during, 1
+        elif during == peak:
+            count += 1
+    starts[stretched] = (last_read[q] if last_read[q] >= 0 else q) + 1
+    amounts = np.empty(stretched + 1, np.int64)
+    amounts[:stretched] = mem[nodes[:stretched]]
+    amounts[stretched] = -mem[v]
+    order = np.argsort(starts[: stretched + 1])
+    delta, low = 0, 0
+    for k in order:
+        high = starts[k]
+        if high > low:
+            most, times = _range_peak(tree_max, tree_count, low, high)
+            if most + delta > peak:
+                peak, count = most + delta, times
+            elif most + delta == peak:
+                count += times
+            low = high
+        delta += amounts[k]
+    for start, end, shift in ((low, at, delta), (at, size, 0)):  # up to the block, then after it (unchanged)
+        if end > start:
+            most, times = _range_peak(tree_max, tree_count, start, end)
+            if most + shift > peak:
+                peak, count = most + shift, times
+            elif most + shift == peak:
+                count += times
+    return peak, count
 
 
 @njit(cache=True)
@@ -154,7 +347,6 @@ def _best_move(
     candidates: np.ndarray,
     csr: tuple[np.ndarray, np.ndarray, np.ndarray],
     recomputable: np.ndarray,
-    is_output: np.ndarray,
     sizes: tuple[np.ndarray, np.ndarray, int],
     cost: np.ndarray,
     current: tuple[int, int],
@@ -164,70 +356,34 @@ def _best_move(
     Each candidate computation ``q`` of ``candidates`` (node v) is recomputed just before v's first read after
     ``first``, alone or with :func:`_closure`; the best is the least (peak, steps at the peak, added cost) below
     ``current`` = (peak, steps at the peak). ``csr`` = (pred_ptr, pred_idx, position), ``sizes`` = (mem,
-    workspace, fixed). Scores as :func:`_profile` after eager frees, stopping a trial once it exceeds the best.
+    workspace, fixed). Each trial is scored by :func:`_trial_profile` from tables built once.
     """
-    pred_ptr, pred_idx, position = csr
-    mem, workspace, fixed = sizes
-    n, size = pred_ptr.size - 1, seq.size
-    reads = _next_reads(seq, first, pred_ptr, pred_idx, n)
-    trial = np.empty(size + n, np.int64)
-    free_after = np.empty(size + n, np.int64)
-    freed = np.empty(size + n, np.int64)
-    latest = np.empty(n, np.int64)
+    pred_ptr, pred_idx, _ = csr
+    n = pred_ptr.size - 1
+    tables = _step_tables(seq, free_at, first, pred_ptr, pred_idx, sizes)
+    occurrences, next_read = (tables[3], tables[4]), tables[6]
+    slot = np.full(n, -1, np.int64)
+    mark = np.zeros(n, np.bool_)
     single = np.empty(1, np.int64)
     best_at, best_block = -1, np.empty(0, np.int64)
     best_peak, best_count, best_cost = current[0], current[1], np.inf
     for i in range(candidates.size):
-        v = seq[candidates[i]]
-        at = reads[v]
+        q = candidates[i]
+        v = seq[q]
+        at = next_read[v]
         for option in range(2):
             if option == 0:
                 single[0] = v
                 block = single
             else:
-                block = _closure(seq, free_at, at, v, pred_ptr, pred_idx, position, recomputable)
+                block = _closure(free_at, at, v, csr, occurrences, recomputable, mark)
                 if block.size == 1:
                     continue
-            b = block.size
-            length = size + b
-            trial[:at] = seq[:at]
-            trial[at : at + b] = block
-            trial[at + b : length] = seq[at:]
-            latest[:] = -1
-            for p in range(length):
-                free_after[p] = p
-                freed[p] = 0
-            for p in range(length):
-                u = trial[p]
-                for e in range(pred_ptr[u], pred_ptr[u + 1]):
-                    w = latest[pred_idx[e]]
-                    if w >= 0:
-                        free_after[w] = p
-                latest[u] = p
-            for u in range(n):
-                if is_output[u] and latest[u] >= 0:
-                    free_after[latest[u]] = -1
-            for p in range(length):
-                if free_after[p] >= 0:
-                    freed[free_after[p]] += mem[trial[p]]
-            in_use, peak, count = fixed, -1, 0
-            for p in range(length):
-                u = trial[p]
-                during = in_use + mem[u] + workspace[u]
-                if during > best_peak:
-                    peak = during
-                    break
-                if during > peak:
-                    peak, count = during, 1
-                elif during == peak:
-                    count += 1
-                if peak == best_peak and count > best_count:
-                    break
-                in_use += mem[u] - freed[p]
+            peak, count = _trial_profile(seq, free_at, q, block, tables, pred_ptr, pred_idx, sizes, slot)
             if peak > best_peak or (peak == current[0] and count >= current[1]):
                 continue
             added = 0.0
-            for k in range(b):
+            for k in range(block.size):
                 added += cost[block[k]]
             if peak < best_peak or count < best_count or (count == best_count and added < best_cost):
                 best_peak, best_count, best_cost = peak, count, added
@@ -285,7 +441,6 @@ class _Sequences:
             live,
             (graph.pred_ptr, graph.pred_idx, graph.position),
             self.recomputable,
-            self.is_output,
             (self.mem, self.workspace, graph.fixed_mem),
             self.cost,
             (score[0], score[1]),
@@ -375,6 +530,7 @@ def least_peak_search(
     seed: int = 0,
     stop: threading.Event | None = None,
     starts: Mapping[str, Schedule] | None = None,
+    more_fits: float = MORE_FITS,
 ) -> LeastPeakResult:
     """The least-peak schedule found within ``time_limit`` seconds (see the module docstring).
 
@@ -383,10 +539,13 @@ def least_peak_search(
     (peak objective; seeded with ``seed``) gives one more start. Deterministic for a seed unless the time
     limit cuts in. ``stop`` (an interrupt) ends it with its best so far. ``starts``: schedules
     the caller already has at ``budget`` (by name; a baseline of :data:`STARTS` given here is not rerun).
+    ``more_fits``: once a start fits, the other starts descend for this many times the time taken so far,
+    and the cheapest fit wins (0: the first fit is returned, as fast as the search finds one).
     """
     started = time.perf_counter()
     if graph.impl_table is not None:
-        found = least_peak_search(graph.default_view(), budget, time_limit=time_limit, seed=seed, stop=stop)
+        view = graph.default_view()
+        found = least_peak_search(view, budget, time_limit=time_limit, seed=seed, stop=stop, more_fits=more_fits)
         schedule = lift_schedule(graph, found.schedule)
         result = simulate(graph, schedule)
         return LeastPeakResult(schedule, result.peak, result.total_cost, found.start, time.perf_counter() - started)
@@ -425,6 +584,9 @@ def least_peak_search(
             pool.append((sequences.score(annealed)[0], "fastsa", annealed))
         if best_fit is None:
             best, best_fit = _descents(sequences, pool, budget, best, searches_end, stop)
+        if best_fit is not None and more_fits > 0:
+            until = min(searches_end, time.perf_counter() + more_fits * (time.perf_counter() - started))
+            best_fit = _cheaper_fit(sequences, pool, budget, best, best_fit, until, stop)
     score, name, seq = best if best_fit is None else (best_fit[2], best_fit[1], best_fit[0])
     if score[2] > graph.total_cost and not (stop is not None and stop.is_set()):
         until = min(deadline, time.perf_counter() + CHEAPEN_SHARE * (deadline - started))
@@ -447,32 +609,52 @@ def _descents(
     end: float,
     stop: threading.Event | None,
 ) -> tuple[tuple[Score, str, np.ndarray], tuple[np.ndarray, str, Score] | None]:
-    """Descend from every start of ``pool`` in rounds of doubling slices, until ``end``, all stall, or one fits.
+    """Descend from the starts of ``pool``, the lowest first, until ``end``, all stall, or one fits.
 
-    ``pool`` is updated in place (stalled starts leave it, the others keep their progress). Returns the
-    least-peak (score, start, sequence) and the fitting (sequence, start, score) if any.
+    Each turn gives the lowest start (by peak, steps at the peak) a slice of ``SLICE_SECONDS``.
+    The lowest start goes on while it stays the lowest (a start that stalls leaves the pool, the next lowest
+    follows), so the search reaches its least peak, or the budget, after the descents that led there rather
+    than after a round over every start. ``pool`` is updated in place (the others keep their progress; a
+    fitting start leaves it).
+    Returns the least-peak (score, start, sequence) and the fitting (sequence, start, score) if any.
     """
-    slice_seconds = ROUND_SECONDS
     while pool and time.perf_counter() < end and not (stop is not None and stop.is_set()):
-        for k in reversed(range(len(pool))):  # the lowest peak first: pool[-1] after a sort
-            left = end - time.perf_counter()
-            if left <= 0:
-                break
-            _, name, seq = pool[k]
-            seq, score, over = sequences.descend(seq, budget, time.perf_counter() + min(slice_seconds, left), stop)
-            pool[k] = (score, name, seq)
-            if score < best[0]:
-                best = (score, name, seq)
-            if budget is not None and score[0] <= budget:
-                return best, (seq, name, score)
-            if score[0] <= sequences.graph.lower_bound:
-                pool.clear()
-                return best, None
-            if over:
-                log.debug("least-peak from %s: stalled at peak %d", name, score[0])
-                del pool[k]
-        slice_seconds *= 2
+        k = min(range(len(pool)), key=lambda i: pool[i][0])
+        _, name, seq = pool[k]
+        seq, score, over = sequences.descend(seq, budget, min(end, time.perf_counter() + SLICE_SECONDS), stop)
+        pool[k] = (score, name, seq)
+        if score < best[0]:
+            best = (score, name, seq)
+        if budget is not None and score[0] <= budget:
+            del pool[k]
+            return best, (seq, name, score)
+        if score[0] <= sequences.graph.lower_bound:
+            pool.clear()
+            return best, None
+        if over:
+            log.debug("least-peak from %s: stalled at peak %d", name, score[0])
+            del pool[k]
     return best, None
+
+
+def _cheaper_fit(
+    sequences: _Sequences,
+    pool: list[tuple[Score, str, np.ndarray]],
+    budget: int | None,
+    best: tuple[Score, str, np.ndarray],
+    fit: tuple[np.ndarray, str, Score],
+    end: float,
+    stop: threading.Event | None,
+) -> tuple[np.ndarray, str, Score]:
+    """The cheapest of ``fit`` and the fitting sequences the other starts' descents reach by ``end``."""
+    while pool and time.perf_counter() < end:
+        best, found = _descents(sequences, pool, budget, best, end, stop)
+        if found is None:
+            break
+        log.debug("least-peak: %s fits too, cost %g (%s's: %g)", found[1], found[2][2], fit[1], fit[2][2])
+        if found[2][2] < fit[2][2]:
+            fit = found
+    return fit
 
 
 def _fastsa_sequence(seconds: float, graph: Graph, seed: int, stop: threading.Event | None) -> np.ndarray:
