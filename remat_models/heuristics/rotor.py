@@ -25,6 +25,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
 from remat_models.core.graph import Graph
 from remat_models.core.schedule import Schedule
@@ -250,34 +251,63 @@ class _Table:
         length = options.forward_cost.size
         self.cost = np.full((length, length, size), INFEASIBLE)
         self.choice = np.zeros((length, length, size), dtype=np.int32)
-        entering = -(-options.entering_bytes // unit)
-        prefix = np.concatenate([[0.0], np.cumsum(options.forward_cost)])
-        for span in range(length):
-            for s in range(length - span):
-                t = s + span
-                best, choice = self.cost[s, t], self.choice[s, t]
-                for o, (stored, extra) in enumerate(zip(options.stored[s], options.extra[s], strict=True)):
-                    need = -(-stored // unit)
-                    low = need + (-(-options.again[s][o] // unit) if transient else 0)  # + what its backward recomputes
-                    if low >= size:
-                        continue
-                    here = options.forward_cost[s] + options.backward_cost[s] + extra
-                    candidate = np.full(size, INFEASIBLE)
-                    if s == t:
-                        candidate[low:] = here
-                    else:
-                        candidate[low:] = here + self.cost[s + 1, t, low - need : size - need]
-                    better = candidate < best
-                    best[better], choice[better] = candidate[better], -1 - o
-                for split in range(s + 1, t + 1):
-                    need = int(entering[split])
-                    if need >= size:
-                        continue
-                    candidate = np.full(size, INFEASIBLE)
-                    candidate[need:] = prefix[split] - prefix[s] + self.cost[split, t, : size - need]
-                    candidate += self.cost[s, split - 1]
-                    better = candidate < best
-                    best[better], choice[better] = candidate[better], split
+        counts = [len(stored) for stored in options.stored]
+        need = [-(-stored // unit) for block in options.stored for stored in block]
+        again = [-(-extra // unit) if transient else 0 for block in options.again for extra in block]
+        _fill_table(
+            self.cost,
+            self.choice,
+            np.asarray(options.forward_cost, dtype=np.float64),
+            np.asarray(options.backward_cost, dtype=np.float64),
+            -(-options.entering_bytes // unit),
+            np.concatenate([[0.0], np.cumsum(options.forward_cost)]),
+            np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+            np.array(need, dtype=np.int64),
+            np.array(need, dtype=np.int64) + np.array(again, dtype=np.int64),  # + what its backward recomputes
+            np.array([extra for block in options.extra for extra in block], dtype=np.float64),
+        )
+
+
+@njit(cache=True)
+def _fill_table(
+    cost: np.ndarray,
+    choice: np.ndarray,
+    forward_cost: np.ndarray,
+    backward_cost: np.ndarray,
+    entering: np.ndarray,
+    prefix: np.ndarray,
+    first_option: np.ndarray,
+    need: np.ndarray,
+    low: np.ndarray,
+    extra: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    """Fill the table span by span: for each segment s..t, each option of block s, then each checkpoint s'.
+
+    Per memory cell, a candidate replaces the best so far only where strictly cheaper, in that order (numpy per
+    option and per s' did the same sums: 3.6 s of a 5 s limit for 80 blocks x 886 units under load).
+    """
+    length, _, size = cost.shape
+    for span in range(length):
+        for s in range(length - span):
+            t = s + span
+            for o in range(first_option[s], first_option[s + 1]):
+                if low[o] >= size:
+                    continue
+                here = forward_cost[s] + backward_cost[s] + extra[o]
+                for m in range(low[o], size):
+                    candidate = here if s == t else here + cost[s + 1, t, m - need[o]]
+                    if candidate < cost[s, t, m]:
+                        cost[s, t, m] = candidate
+                        choice[s, t, m] = -1 - (o - first_option[s])
+            for split in range(s + 1, t + 1):
+                if entering[split] >= size:
+                    continue
+                before = prefix[split] - prefix[s]
+                for m in range(entering[split], size):
+                    candidate = before + cost[split, t, m - entering[split]] + cost[s, split - 1, m]
+                    if candidate < cost[s, t, m]:
+                        cost[s, t, m] = candidate
+                        choice[s, t, m] = split
 
 
 def _program(chain: BlockChain, options: _Options, table: _Table, memory: int, unit: int) -> np.ndarray:

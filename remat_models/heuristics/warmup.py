@@ -16,6 +16,8 @@ from remat_models.heuristics import _sequence_kernels as kernels
 from remat_models.heuristics.baselines import BASELINES
 from remat_models.heuristics.fastsa import fastsa
 from remat_models.heuristics.least_peak import least_peak
+from remat_models.heuristics.rotor import rotor
+from remat_models.io.generators import transformer
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +38,8 @@ def compile_kernels() -> float:
     least_peak(graph, 0, time_limit=None)  # no cut-off: under load 1 s stopped it before every kernel had run
     program = np.array([[0, 5], [1, 2], [0, 3]], dtype=np.int64)  # rotor's programmes: ensure, drop
     kernels.program_sequence(graph.order, graph.pred_ptr, graph.pred_idx, graph.position, graph.recomputable, program)
+    blocks = transformer(1)  # rotor's table kernel (its graph needs a chain of blocks with a backward pass)
+    rotor(blocks, int(blocks.mem.sum()))
     return time.perf_counter() - started
 
 
