@@ -258,9 +258,9 @@ def _trial_profile(
         slot[block[j]] = j
         ends[j] = j
     reads = pred_ptr[block + 1].sum() - pred_ptr[block].sum()
-    nodes = np.empty(reads + 1, np.int64)  # the inputs freed before the point, read again in the block
-    starts = np.empty(reads + 1, np.int64)  # ... where their lives are extended from
-    lasts = np.empty(reads + 1, np.int64)  # ... and their last read in the block
+    nodes = np.empty(reads, np.int64)  # the inputs freed before the point, read again in the block
+    starts = np.empty(reads + 2, np.int64)  # ... where their lives are extended from (then two more deltas)
+    lasts = np.empty(reads, np.int64)  # ... and their last read in the block
     stretched = 0
     for j in range(b):
         u = block[j]
@@ -296,28 +296,26 @@ def _trial_profile(
         elif during == peak:
             count += 1
     starts[stretched] = (last_read[q] if last_read[q] >= 0 else q) + 1
-    amounts = np.empty(stretched + 1, np.int64)
+    starts[stretched + 1] = at  # from the block on, every value lives as before: the deltas end there
+    amounts = np.empty(stretched + 2, np.int64)
     amounts[:stretched] = mem[nodes[:stretched]]
     amounts[stretched] = -mem[v]
-    order = np.argsort(starts[: stretched + 1])
+    amounts[stretched + 1] = -amounts[: stretched + 1].sum()
     delta, low = 0, 0
-    for k in order:
-        high = starts[k]
-        if high > low:
-            most, times = _range_peak(tree_max, tree_count, low, high)
+    for k in np.argsort(starts[: stretched + 2]):
+        if starts[k] > low:
+            most, times = _range_peak(tree_max, tree_count, low, starts[k])
             if most + delta > peak:
                 peak, count = most + delta, times
             elif most + delta == peak:
                 count += times
-            low = high
+            low = starts[k]
         delta += amounts[k]
-    for start, end, shift in ((low, at, delta), (at, size, 0)):  # up to the block, then after it (unchanged)
-        if end > start:
-            most, times = _range_peak(tree_max, tree_count, start, end)
-            if most + shift > peak:
-                peak, count = most + shift, times
-            elif most + shift == peak:
-                count += times
+    most, times = _range_peak(tree_max, tree_count, low, size)
+    if most > peak:
+        peak, count = most, times
+    elif most == peak:
+        count += times
     return peak, count
 
 
