@@ -30,14 +30,17 @@ inputs, targets = torch.randn(4, 8), torch.randn(4, 4)
 
 def compile_step(cache_dir):
     return rt.compile(model, inputs, torch.nn.functional.mse_loss, targets, activation_budget=0.0,
-                      backend="aot_eager", cache_dir=cache_dir)
+                      backend="aot_eager", method="saveset", cache_dir=cache_dir)
 """
-SECOND = STEP + """
+SECOND = (
+    STEP
+    + """
 logging.basicConfig(level=logging.INFO, stream=sys.stderr)
 step = compile_step(sys.argv[1])
 step(inputs, targets).backward()
 assert step.plan.fits
 """
+)
 
 
 def compile_here(cache_dir: Path | None):

@@ -195,8 +195,8 @@ def activation_bytes(graph: Graph, fraction: float, eager: int | None = None) ->
     """
     if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 <= fraction <= 1:
         raise BudgetError(f"activation_budget must be a number in [0, 1], got {fraction!r}")
-    peak = activation_top(graph, eager)
-    floor = min(least_peak(graph), peak)
+    floor = min(least_peak(graph), input_order_peak(graph))
+    peak = max(floor, activation_top(graph, eager))  # eager's peak may lie below the least a plan reaches
     limit = floor + math.floor(fraction * (peak - floor))
     log.info("activation budget %.3g of %s: %d B (floor %d B, peak %d B)", fraction, graph.name, limit, floor, peak)
     return limit

@@ -16,7 +16,7 @@ import operator
 import types
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -328,7 +328,7 @@ def compile(
     budget: str | int | float | None = None,
     activation_budget: float | None = None,
     backend: Backend = "inductor",
-    method: str = "saveset",
+    method: str = "auto",
     cache_dir: CacheDir = DEFAULT,
     time_limit: float | None = None,
     transfer: TransferModel | None = None,
@@ -338,7 +338,7 @@ def compile(
     Compiles on the example batch at once (one forward, its RNG draws and buffer updates undone), so
     ``step.plan`` tells the plan and peaks before training starts. ``method``: ``saveset`` (the heuristic)
     or ``saveset-exact[/BACKEND]`` (the exact formulation, for small joint graphs) choose a save set that
-    PyTorch's partitioner runs (``SavePlan``); any other method of ``remat methods`` (``auto``,
+    PyTorch's partitioner runs (``SavePlan``); any other method of ``remat methods`` (``auto``, the default,
     ``checkmate/highs``, ``chen-greedy``, ...) plans a schedule that is emitted as it is, recomputations
     included (``SchedulePlan``; planning within ``time_limit``, default ``api.PLAN_SECONDS``; with a
     ``transfer`` model its Offload/Prefetch steps are host copies in the graph). The plan is stored in
@@ -348,10 +348,9 @@ def compile(
     ``activation_budget`` spans the least peak the method reaches (0) up to eager autograd's peak, simulated
     on the step traced here (1; lower where saving every value peaks lower), on every method.
     """
-    eager = None
+    save_budget = SaveBudget(budget, activation_budget)  # checked before tracing
     if activation_budget is not None:  # its 1 is capped by eager's peak, simulated on the traced step
-        eager = eager_peak(extract(model, example_inputs, loss_fn, targets).graph)
-    save_budget = SaveBudget(budget, activation_budget, eager)
+        save_budget = replace(save_budget, eager=eager_peak(extract(model, example_inputs, loss_fn, targets).graph))
     step = CompiledStep(model, loss_fn, save_budget, backend, method, cache_dir, time_limit, transfer)
     with undone(model), torch.enable_grad():
         step(example_inputs, targets)

@@ -33,13 +33,14 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.checkpoint import SAC_IGNORED_OPS, CheckpointPolicy, create_selective_checkpoint_contexts
 
 from remat_models.core.graph import Graph, NodeKind
-from remat_models.core.schedule import simulate
+from remat_models.core.schedule import input_order_peak, simulate
 from remat_models.errors import ConfigurationError
+from remat_models.heuristics.recompute import forward_mask
 from remat_models.heuristics.saveset import NO_REGION, Regions, replay_sequence, saveset_schedule, saveset_search
 from remat_models.torch.api import extract
 from remat_models.torch.mapping import Role, TorchGraph
 from remat_models.torch.ops import is_random, tensors_of
-from remat_models.torch.save_budget import SaveBudget, undone
+from remat_models.torch.save_budget import SaveBudget, eager_peak, undone
 from remat_models.torch.trace import LossFn, as_tensors
 
 Key = tuple[str, int]  # (op name without an in-place suffix, occurrence in the forward or in a block)
@@ -72,8 +73,8 @@ class SacPlan:
     budget: int
     saved: frozenset[int]  # Graph node indices
     predicted_peak: int
-    blocks: list[nn.Module] = field(repr=False)  # the checkpointed regions (the model itself: one region)
-    regions: Regions | None = field(repr=False)  # the Graph's nodes per block (None: one whole-model region)
+    blocks: list[nn.Module] = field(repr=False)  # the checkpointed regions (none: the step runs as in eager)
+    regions: Regions = field(repr=False)  # the Graph's nodes per checkpointed block
     decisions: list[dict[Key, Decision]] = field(repr=False)  # per block, keyed by occurrence in the block
     mutated: list[set[Key]] = field(repr=False)  # per block: outputs written in place later in eager, never cached
     unmatched: int = 0  # ops of the latest step the trace did not show at their place (saved)
@@ -197,10 +198,30 @@ def _recorded(model: nn.Module, inputs: Any, blocks: list[nn.Module]) -> _Mutati
     return recorder
 
 
+def repeated_blocks(model: nn.Module) -> list[nn.Module]:
+    """The children of the ``ModuleList``/``Sequential`` of two or more same-class modules with the most parameters.
+
+    A transformer's layers (``transformer.h``, ``encoder.layer``, ``model.layers``), a ResNet's stages; ``[]``
+    where the model has no such list.
+    """
+    best: list[nn.Module] = []
+    most = 0
+    for module in model.modules():
+        children = list(module.children())
+        if not isinstance(module, (nn.ModuleList, nn.Sequential)) or len(children) < 2:
+            continue
+        if len({type(child) for child in children}) > 1:
+            continue
+        size = sum(p.numel() for child in children for p in child.parameters())
+        if size > most:
+            best, most = children, size
+    return best
+
+
 def _blocks(model: nn.Module, blocks: Blocks | None) -> list[nn.Module]:
-    """The checkpointed regions: ``[model]`` by default, else the named submodules, none inside another."""
+    """The candidate regions: by default :func:`repeated_blocks` (else ``[model]``), else the named submodules."""
     if blocks is None:
-        return [model]
+        return repeated_blocks(model) or [model]
     named = dict(model.named_modules())
     if callable(blocks) and not isinstance(blocks, nn.Module):
         chosen = [module for name, module in named.items() if name and blocks(name)]
@@ -255,28 +276,63 @@ def sac_plan(
     """Trace the step, choose the save set within the budget (see :class:`SaveBudget`), return its policy.
 
     ``blocks``: the regions to checkpoint one by one (submodules of ``model``, or a predicate on their
-    qualified names, e.g. ``lambda name: name.startswith("blocks.")``); default: the whole model.
+    qualified names, e.g. ``lambda name: name.startswith("blocks.")``); default: the model's repeated blocks
+    (:func:`repeated_blocks`), else the whole model. ``activation_budget`` 1 is eager's peak (simulated on
+    the trace), 0 the least the search reaches with these regions. Only the regions whose plan drops a value
+    the backward reads are checkpointed (the others run as in eager: a checkpointed region replays its
+    uncached ops even when everything the backward reads is cached), and none where the plan's peak is not
+    below eager's: then the plan runs eagerly (``blocks`` empty).
     """
-    save_budget = SaveBudget(budget, activation_budget)
     chosen = _blocks(model, blocks)
     torch_graph = extract(model, inputs, loss_fn, targets)
     graph = torch_graph.graph
+    save_budget = SaveBudget(budget, activation_budget, eager_peak(graph))
     keys = _forward_keys(torch_graph)
     recorder = _recorded(model, inputs, chosen)
-    regions = None
-    if blocks is not None:
-        _, _, block_of = _per_block(recorder, {}, len(chosen))
-        label = np.full(graph.n, NO_REGION, dtype=np.int64)
-        for v, node in enumerate(torch_graph.fx_nodes):
-            if node in keys:
-                label[v] = block_of.get(keys[node], NO_REGION)
-        regions = Regions.of(graph, label)
-    bytes_ = save_budget.resolve(graph, replay=True, regions=regions)
-    choice = saveset_search(graph, bytes_, replay=True, regions=regions)
-    saved = _kept_for_backward(graph, choice.saved, regions)  # SAC holds what it saves: only what is read later
-    schedule = saveset_schedule(graph, np.array(sorted(saved), dtype=np.int64), replay=True, regions=regions)
+    _, _, block_of = _per_block(recorder, {}, len(chosen))
+    label = np.full(graph.n, NO_REGION, dtype=np.int64)
+    for v, node in enumerate(torch_graph.fx_nodes):
+        if node in keys:
+            label[v] = block_of.get(keys[node], NO_REGION)
+    candidates = Regions.of(graph, label)
+    bytes_ = save_budget.resolve(graph, replay=True, regions=candidates)
+    choice = saveset_search(graph, bytes_, replay=True, regions=candidates)
+    active = _dropping(graph, choice.saved, candidates)
+    saved, regions, peak = _settled(graph, choice.saved, candidates, active)
+    if peak >= input_order_peak(graph) and active:  # no gain over eager: run eagerly
+        active = []
+        saved, regions, peak = _settled(graph, choice.saved, candidates, active)
     decisions, mutated, _ = _per_block(recorder, _decisions(torch_graph, keys, saved), len(chosen))
-    return SacPlan(torch_graph, bytes_, saved, simulate(graph, schedule).peak, chosen, regions, decisions, mutated)
+    picked = [chosen[k] for k in active]
+    return SacPlan(
+        torch_graph, bytes_, saved, peak, picked, regions, [decisions[k] for k in active], [mutated[k] for k in active]
+    )
+
+
+def _dropping(graph: Graph, saved: np.ndarray, regions: Regions) -> list[int]:
+    """The regions (sorted) where the save set drops an internal value that the backward reads."""
+    dropped = forward_mask(graph) & graph.recomputable & regions.internal
+    dropped[saved] = False
+    source, target = graph.edges[:, 0], graph.edges[:, 1]
+    read = np.zeros(graph.n, dtype=bool)
+    read[source[graph.of_kind(NodeKind.BACKWARD)[target]]] = True
+    return sorted(set(regions.label[dropped & read].tolist()))
+
+
+def _settled(
+    graph: Graph, saved: np.ndarray, regions: Regions, active: list[int]
+) -> tuple[frozenset[int], Regions, int]:
+    """Only the ``active`` regions checkpointed (renumbered in order; the rest save all): cached set, regions, peak."""
+    renumber = np.full(int(regions.label.max(initial=NO_REGION)) + 2, NO_REGION, dtype=np.int64)
+    renumber[np.array(active, dtype=np.int64)] = np.arange(len(active))
+    label = renumber[regions.label]  # NO_REGION (-1) indexes the last entry: NO_REGION
+    kept = np.zeros(graph.n, dtype=bool)
+    kept[saved] = True
+    kept |= forward_mask(graph) & (label == NO_REGION)
+    settled = Regions.of(graph, label)
+    cached = _kept_for_backward(graph, np.flatnonzero(kept), settled)  # SAC holds what it saves: what is read later
+    schedule = saveset_schedule(graph, np.array(sorted(cached), dtype=np.int64), regions=settled)
+    return cached, settled, simulate(graph, schedule).peak
 
 
 @contextmanager
