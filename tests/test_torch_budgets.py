@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
 torch = pytest.importorskip("torch")
+
+from torch_steps import example_models  # noqa: E402
 
 import remat_models.torch as rt  # noqa: E402
 from remat_models.core.schedule import input_order_peak  # noqa: E402
@@ -21,11 +19,7 @@ torch.set_num_threads(1)
 nn = torch.nn
 SHARES = (1.0, 0.5, 0.0)
 SAVE_SET = {"backend": "aot_eager", "method": "saveset", "cache_dir": None}
-MODELS_FILE = Path(__file__).resolve().parents[1] / "examples" / "models.py"
-_spec = importlib.util.spec_from_file_location("remat_example_models_budgets", MODELS_FILE)
-models = importlib.util.module_from_spec(_spec)
-sys.modules["remat_example_models_budgets"] = models
-_spec.loader.exec_module(models)
+models = example_models("remat_example_models_budgets")
 
 
 @pytest.fixture(scope="module")
