@@ -513,11 +513,13 @@ class LeastPeakResult:
 
 
 STARTS: dict[str, Callable[[Graph, int], Schedule]] = {  # cheapest first: after the first, each runs only in time
-    "chen-sqrtn": sqrtn_baseline,  # 0.15 s on 9.6k nodes (under load)
-    "knapsack": knapsack_baseline,  # 1.1 s
-    "chen-greedy": greedy_baseline,  # 1.5 s
+    "chen-sqrtn": sqrtn_baseline,
+    "knapsack": knapsack_baseline,
+    "chen-greedy": greedy_baseline,
     "saveset": saveset,
 }
+START_WEIGHTS = {"chen-sqrtn": 1.0, "knapsack": 10.0, "chen-greedy": 12.0, "saveset": 10.0}  # time, relative
+START_RATE = 2e-5  # seconds per node and weight at least (9,607 nodes under load: 0.2, 1.9, 2.2 s for the first 3)
 
 
 def least_peak_search(
@@ -551,13 +553,7 @@ def least_peak_search(
     target = -1 if budget is None else budget
     sequences = _Sequences(graph)
     given = {name: schedule.compute_sequence() for name, schedule in (starts or {}).items()}
-    for name, baseline in STARTS.items():
-        if name in given or (given and time.perf_counter() >= deadline):
-            continue
-        if name == "saveset" and graph.n > SAVESET_NODES:
-            log.debug("least-peak: no saveset start on %d nodes", graph.n)
-            continue
-        given[name] = baseline(graph, max(target, 0)).compute_sequence()
+    _baseline_starts(graph, max(target, 0), given, deadline - CHEAPEN_SHARE * (deadline - started))
     found: list[tuple[Score, str, np.ndarray]] = [
         (sequences.score(graph.order)[0], "input-order", graph.order.astype(np.int64))
     ]
@@ -597,6 +593,30 @@ def least_peak_search(
         graph.name, result.peak, "" if budget is None else f" (budget {budget})", result.tdi, name, wall,
     )  # fmt: skip
     return LeastPeakResult(schedule, result.peak, result.total_cost, name, wall)
+
+
+def _baseline_starts(graph: Graph, budget: int, given: dict[str, Any], until: float) -> None:
+    """Add the compute sequences of :data:`STARTS` at ``budget`` to ``given`` (those not there), cheapest first.
+
+    The baselines take no time limit, so the first runs and each later one only if predicted to end by
+    ``until``: its weight times the slowest rate per weight seen after the first (whose time holds the
+    kernels' loading), at least ``START_RATE`` per node.
+    """
+    rate = START_RATE * graph.n  # seconds per weight
+    for name, baseline in STARTS.items():
+        if name in given:
+            continue
+        if name == "saveset" and graph.n > SAVESET_NODES:
+            log.debug("least-peak: no saveset start on %d nodes", graph.n)
+            continue
+        first = not given
+        if not first and time.perf_counter() + rate * START_WEIGHTS[name] > until:
+            log.debug("least-peak: no %s start (%.2f s predicted)", name, rate * START_WEIGHTS[name])
+            continue
+        started = time.perf_counter()
+        given[name] = baseline(graph, budget).compute_sequence()
+        if not first:
+            rate = max(rate, (time.perf_counter() - started) / START_WEIGHTS[name])
 
 
 def _descents(
