@@ -14,8 +14,9 @@ The portfolio (:mod:`remat_models.planning.portfolio_worker` runs its members) s
   best by then, which it asks this process for;
 - this process plans the fallbacks meanwhile: the saved-set knapsack while the workers import, then Chen's
   greedy within ``INIT_SHARE`` of the limit (or while nothing fits), and where neither fits the least-peak
-  search from them (``LEAST_PEAK_SHARE`` of the limit, at most ``LEAST_PEAK_MAX_S``; it stops once within the
-  budget): under load the exact worker's own search, after its slower baselines, came too late (LLaMA at 25 %).
+  search from them (``LEAST_PEAK_SHARE`` of the limit, at most ``LEAST_PEAK_MAX_S``; once within the budget its
+  other starts descend as long again, and it returns the cheapest fit): under load the exact worker's own
+  search, after its slower baselines, came too late (LLaMA at 25 %).
   Given a transfer model (option ``transfer``, ``plan(..., transfer=...)``) every member is simulated
   under it, and a third worker runs the three-way planner (keep, recompute or offload each value) in the
   last ``offload_share`` of the limit, started from the members' schedules reported by then (each competes
@@ -57,8 +58,8 @@ log = logging.getLogger(__name__)
 
 STOP_GRACE = 2.0  # seconds past the deadline before workers still running are stopped (at most STOP_GRACE_SHARE)
 STOP_GRACE_SHARE = 0.05  # of the time limit: short limits keep 1.1 x limit + 2 s with the process start
-LEAST_PEAK_SHARE = 0.7  # of the time limit: the least-peak search in this process when no fallback fits
-LEAST_PEAK_MAX_S = 10.0  # seconds, at most (it stops at its first fitting schedule: ~1 s on the zoo at 25 %)
+LEAST_PEAK_SHARE = 0.85  # of the time limit: the least-peak search in this process when no fallback fits
+LEAST_PEAK_MAX_S = 10.0  # seconds, at most (it returns soon after its first fit: ~1 s on the zoo at 25 %)
 LEAST_PEAK_MIN_S = 0.5  # seconds: less than this left, it does not start
 WORKER_STOP_S = 1.0  # seconds the stopped workers get together to end before they are killed
 STOP_POLL = 0.2  # seconds between checks for a stop (SIGINT, SIGTERM) while waiting for reports
