@@ -53,13 +53,13 @@ def lp_rounding(
     """
     if extensions:
         raise ConfigurationError("lp-rounding rounds Checkmate's own S matrix and takes no extensions")
+    started = time.perf_counter()  # finding the backend counts against the limit too
     chain = SolveChain(CHECKMATE, "highs:lp" if backend == "highs" else backend)
     if getattr(chain.backend, "integral", True):
         raise ConfigurationError(f"LP rounding needs a relaxation backend such as 'highs:lp', not {chain.spec!r}")
     options = chain.options({"order": order, "integral_memory": False})
     if not 0 <= allowance < 1:
         raise ConfigurationError(f"LP rounding allowance must lie in [0, 1), got {allowance!r}")
-    started = time.perf_counter()
     full = _built(graph, budget, options, limits, started)  # every build and LP counts against the limit
     first = _left(limits, started)  # (tr40: the first build took most of a 5 s limit)
     unsolved = SolveResult(SolveStatus.NO_SOLUTION, backend=chain.spec, log="no time left for the LP after its build")
