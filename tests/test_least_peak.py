@@ -10,7 +10,7 @@ import pytest
 from checkmate_graphs import random_dag, tiny_graphs, tiny_unet
 
 from remat_models.core.graph import Graph
-from remat_models.core.schedule import input_order_schedule, simulate
+from remat_models.core.schedule import input_order_peak, input_order_schedule, simulate
 from remat_models.heuristics import least_peak as lp
 from remat_models.heuristics.baselines import BASELINES
 from remat_models.heuristics.exhaustive import exhaustive_optimum
@@ -145,3 +145,31 @@ def test_each_trial_scored_as_the_whole_sequence_would_be(graph: Graph) -> None:
             break
         seq = found[0]
     assert trials >= 20
+
+
+def test_zoo_resnet_fits_just_above_its_least_peak() -> None:
+    """ResNet's least peak is one start's long descent (chen-greedy's): with a budget just above, it fits first."""
+    graph = read_graph(ZOO / "zoo_resnet.json")
+    least = least_peak_search(graph, time_limit=6).peak
+    budget = least + input_order_peak(graph) // 1000
+    found = least_peak_search(graph, budget, time_limit=20)
+    assert simulate(graph, found.schedule).peak == found.peak <= budget
+
+
+def test_the_other_starts_fit_more_cheaply() -> None:
+    """ResNet at 25 %: the first start to fit (the lowest) has recomputed more than the save-set search's needs."""
+    graph = read_graph(ZOO / "zoo_resnet.json")
+    budget = input_order_peak(graph) // 4
+    first = least_peak_search(graph, budget, time_limit=20, more_fits=0)
+    cheapest = least_peak_search(graph, budget, time_limit=20)
+    assert simulate(graph, first.schedule).peak <= budget and simulate(graph, cheapest.schedule).peak <= budget
+    assert simulate(graph, cheapest.schedule).total_cost < simulate(graph, first.schedule).total_cost
+
+
+def test_a_baseline_start_runs_only_in_time() -> None:
+    graph = transformer(2)
+    given: dict[str, object] = {}
+    lp._baseline_starts(graph, 0, given, until=time.perf_counter())  # the first runs in any case
+    assert list(given) == ["chen-sqrtn"]
+    lp._baseline_starts(graph, 0, given, until=time.perf_counter() + 60)
+    assert list(given) == list(lp.STARTS)
