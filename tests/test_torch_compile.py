@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import subprocess
 import sys
 from pathlib import Path
 
@@ -220,3 +221,21 @@ def test_each_compiled_step_partitions_with_its_own_plan() -> None:
         )  # fmt: skip
         step(inputs, targets).backward()
         assert step.plan is not None and step.plan.fits, step_number
+
+
+def test_max_pool_compiles_with_aot_eager_in_a_fresh_process() -> None:
+    """Inductor's max-pool decomposition reads ``torch._inductor.lowering``, which aot_eager alone never imported."""
+    script = """
+import torch
+import remat_models.torch as rt
+nn = torch.nn
+model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.MaxPool2d(3, 2, 1), nn.Flatten(), nn.LazyLinear(2))
+inputs, targets = torch.randn(2, 3, 8, 8), torch.randn(2, 2)
+model(inputs)
+step = rt.compile(model, inputs, torch.nn.functional.mse_loss, targets, activation_budget=0.5, backend="aot_eager",
+                  method="saveset", cache_dir=None)
+step(inputs, targets).backward()
+assert step.plan.fits
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]

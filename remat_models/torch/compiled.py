@@ -252,7 +252,13 @@ class SaveSetPartitioner(CustomPartitionerFn):
 
 
 def _decompositions() -> dict[Any, Any]:
-    """Inductor's decompositions without those of random ops (their eager kernels draw eager's numbers)."""
+    """Inductor's decompositions without those of random ops (their eager kernels draw eager's numbers).
+
+    ``torch._inductor.lowering`` is imported for them: the max-pool decomposition reads it, and in a process
+    that has not imported it (aot_eager only) a ResNet failed with "module 'torch._inductor' has no attribute
+    'lowering'".
+    """
+    import torch._inductor.lowering
     from torch._inductor.decomposition import select_decomp_table
 
     table = select_decomp_table().items()
