@@ -43,8 +43,9 @@ from remat_models.torch.ops import is_random, tensors_of
 from remat_models.torch.save_budget import SaveBudget, eager_peak, undone
 from remat_models.torch.trace import LossFn, as_tensors
 
-Key = tuple[str, int]  # (op name without an in-place suffix, occurrence in the forward or in a block)
-Decision = tuple[bool, tuple[tuple[int, ...], ...]]  # (save?, output shapes)
+Shapes = tuple[tuple[int, ...], ...]
+Key = tuple[str, Shapes, int]  # (op name without an in-place suffix, output shapes, occurrence of those two)
+Decision = tuple[bool, Shapes]  # (save?, output shapes)
 Blocks = Sequence[nn.Module] | Callable[[str], bool]
 
 
@@ -61,8 +62,20 @@ def writes(op: Any) -> bool:
     return schema is not None and any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
 
 
-def _shapes(value: Any) -> tuple[tuple[int, ...], ...]:
+def _shapes(value: Any) -> Shapes:
     return tuple(tuple(t.shape) for t in tensors_of(value))
+
+
+def _key(seen: dict[tuple[str, Shapes], int], name: str, shapes: Shapes) -> Key:
+    """The next call of op ``name`` with outputs of ``shapes``: counted per (name, shapes) in ``seen``.
+
+    Counting per shape keeps calls of one op on tensors of different shapes apart where eager orders them
+    otherwise than the trace (HF GPT-2's ``expand``/``clone`` around its attention matmuls).
+    """
+    signature = (name, shapes)
+    key = (name, shapes, seen[signature])
+    seen[signature] += 1
+    return key
 
 
 @dataclass
@@ -81,17 +94,15 @@ class SacPlan:
 
     def policy(self, block: int = 0) -> Callable[..., CheckpointPolicy]:
         """A policy function for one checkpointed forward of ``blocks[block]`` (it counts the op calls it sees)."""
-        seen: dict[str, int] = defaultdict(int)
+        seen: dict[tuple[str, Shapes], int] = defaultdict(int)
         decisions, mutated = self.decisions[block], self.mutated[block]
 
         def decide(ctx: Any, op: Any, *args: Any, **kwargs: Any) -> CheckpointPolicy:
-            name = op_name(op)
-            key = (name, seen[name])
-            seen[name] += 1
+            key = _key(seen, op_name(op), _shapes(ctx.op_output))
             decision = decisions.get(key)
             if key in mutated or writes(op):
                 return CheckpointPolicy.PREFER_RECOMPUTE
-            if decision is None or decision[1] != _shapes(ctx.op_output):
+            if decision is None or decision[1] != key[1]:
                 self.unmatched += 1
                 return CheckpointPolicy.MUST_SAVE
             return CheckpointPolicy.MUST_SAVE if decision[0] else CheckpointPolicy.PREFER_RECOMPUTE
@@ -120,14 +131,12 @@ def _forward_keys(torch_graph: TorchGraph) -> dict[Any, Key]:
     forward = {torch_graph.fx_nodes[v] for v in graph.of_kind(NodeKind.FORWARD).nonzero()[0].tolist()}
     nodes = list(torch_graph.traced.module.graph.nodes)
     end = max((k for k, node in enumerate(nodes) if node in forward), default=-1)
-    counts: dict[str, int] = defaultdict(int)
+    counts: dict[tuple[str, Shapes], int] = defaultdict(int)
     keys = {}
     for node in nodes[: end + 1]:
         if node.op != "call_function" or node.target is operator.getitem:
             continue
-        name = op_name(node.target)
-        keys[node] = (name, counts[name])
-        counts[name] += 1
+        keys[node] = _key(counts, op_name(node.target), _shapes(node.meta.get("val")))
     return keys
 
 
@@ -151,7 +160,7 @@ class _MutationRecorder(TorchDispatchMode):
 
     def __init__(self, blocks: list[nn.Module]) -> None:
         super().__init__()
-        self.seen: dict[str, int] = defaultdict(int)
+        self.seen: dict[tuple[str, Shapes], int] = defaultdict(int)
         self.made_by: dict[int, list[Key]] = defaultdict(list)  # storage address -> the op calls returning it
         self.mutated: set[Key] = set()
         self.calls: list[tuple[Key, int]] = []  # every op call, in order, with its block
@@ -177,9 +186,7 @@ class _MutationRecorder(TorchDispatchMode):
         if writes(func):
             for value in tensors_of((args, kwargs)):
                 self.mutated.update(self.made_by.get(value.untyped_storage().data_ptr(), ()))
-        name = op_name(func)
-        key = (name, self.seen[name])
-        self.seen[name] += 1
+        key = _key(self.seen, op_name(func), _shapes(out))
         self.calls.append((key, self.active[-1]))
         for tensor in tensors_of(out):
             self.made_by[tensor.untyped_storage().data_ptr()].append(key)
@@ -248,14 +255,13 @@ def _per_block(
     """Decisions and mutated outputs per block, re-keyed by occurrence in the block; each op call's block."""
     local: list[dict[Key, Decision]] = [{} for _ in range(count)]
     mutated: list[set[Key]] = [set() for _ in range(count)]
-    seen: list[dict[str, int]] = [defaultdict(int) for _ in range(count)]
+    seen: list[dict[tuple[str, Shapes], int]] = [defaultdict(int) for _ in range(count)]
     block_of = {}
     for key, block in recorder.calls:
         block_of[key] = block
         if block == NO_REGION:
             continue
-        mine = (key[0], seen[block][key[0]])
-        seen[block][key[0]] += 1
+        mine = _key(seen[block], key[0], key[1])
         if key in decisions:
             local[block][mine] = decisions[key]
         if key in recorder.mutated:
