@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import pickle
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,71 @@ import pytest
 from remat_models.io import linear_chain, write_graph
 
 SHARED_DIR = Path(os.environ.get("REMAT_SHARED", Path(__file__).resolve().parents[1].parent / "shared"))
+
+# Modules whose tests check an outcome reached within a wall-clock or CPU limit (auto's members, start-up and
+# grace times, signals sent once a solver runs, sweeps' grace, the torch APIs' 5 s planning): under
+# ``pytest -n 2`` (``make test``) each runs alone (marked ``exclusive``); every other test shares the two cores
+# with one other test.
+EXCLUSIVE_MODULES = (
+    "test_auto",
+    "test_time_limits",
+    "test_limits",
+    "test_interrupt",
+    "test_block_options",
+    "test_offload",
+    "test_child_processes",
+    "test_deadline",
+    "test_moccasin_deadline",
+    "test_bench",
+    "test_saveset_formulation",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark ``exclusive`` the tests of :data:`EXCLUSIVE_MODULES` (prefixes of the module names)."""
+    for item in items:
+        module = getattr(item, "module", None)
+        if module is not None and module.__name__.startswith(EXCLUSIVE_MODULES):
+            item.add_marker(pytest.mark.exclusive)
+
+
+@contextmanager
+def _cpu_share(folder: Path, exclusive: bool) -> Iterator[None]:
+    """Shared (``exclusive=False``) or sole use of the machine among the xdist workers, by ``flock`` on two files.
+
+    A worker waiting for sole use holds the gate, so the others start no test meanwhile (no starvation).
+    """
+    with open(folder / "gate.lock", "a") as gate, open(folder / "cpu.lock", "a") as cpu:
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(cpu, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        finally:
+            if not exclusive:
+                fcntl.flock(gate, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(cpu, fcntl.LOCK_UN)  # explicit: a forked child may still hold the descriptions open
+            if exclusive:
+                fcntl.flock(gate, fcntl.LOCK_UN)
+
+
+@pytest.fixture(scope="session")
+def cpu_share_dir(tmp_path_factory: pytest.TempPathFactory) -> Path | None:
+    """The folder of the xdist workers' locks (their common base folder); None without xdist."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        return None
+    return tmp_path_factory.getbasetemp().parent
+
+
+@pytest.fixture(autouse=True)
+def cpu_share(request: pytest.FixtureRequest, cpu_share_dir: Path | None) -> Iterator[None]:
+    """Under xdist, an ``exclusive`` test runs alone; the others run side by side."""
+    if cpu_share_dir is None:
+        yield
+        return
+    with _cpu_share(cpu_share_dir, request.node.get_closest_marker("exclusive") is not None):
+        yield
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -44,7 +111,7 @@ def numba_kernels_cached() -> None:
 
 
 @pytest.fixture(scope="session")
-def c1_auto_offload():
+def c1_auto_offload(cpu_share_dir: Path | None):
     """``auto`` with C1's transfer model at 9 B (spec C1): one run, inspected by three tests (files: test_offload_zoo,
     test_offload_three_way, test_auto_members), each checking its own properties of it.
 
@@ -55,7 +122,10 @@ def c1_auto_offload():
 
     from remat_models.planning.plan import plan
 
-    return plan(c1_graph(), 9, "auto", transfer=c1_transfer(), time_limit=20)
+    if cpu_share_dir is None:
+        return plan(c1_graph(), 9, "auto", transfer=c1_transfer(), time_limit=20)
+    with _cpu_share(cpu_share_dir, exclusive=True):  # set up before the test's own share is taken
+        return plan(c1_graph(), 9, "auto", transfer=c1_transfer(), time_limit=20)
 
 
 @pytest.fixture(scope="session", autouse=True)
