@@ -163,15 +163,17 @@ def _exact(conn: Connection, job: dict[str, Any], total: float) -> None:
     """Start as a plain exact solve would, then solve the formulations in turn, each from the best so far.
 
     With ``wait`` (small graphs, where FastSA reports within seconds) the start is the cheapest of the fast
-    baselines and the FastSA worker's schedule; else the cheaper of ``auto_init``'s (its own short FastSA run,
-    so the exact member never does worse than ``remat solve -f FORMULATION`` with the same time) and the
-    portfolio's best by then (FastSA's further seeds, the fallbacks), asked of the parent.
+    baselines, the FastSA worker's schedule and the portfolio's best by then (the parent's least-peak fallback
+    where no fast baseline fits: a held-out DistilBERT at 50 %); else the cheaper of ``auto_init``'s (its own
+    short FastSA run, so the exact member never does worse than ``remat solve -f FORMULATION`` with the same
+    time) and the portfolio's best by then (FastSA's further seeds, the fallbacks), asked of the parent.
     """
     graph, budget = job["graph"], job["budget"]
     if job["wait"] > 0:
         candidates = list(fast_baselines(graph, budget).values())
         if _poll(conn, min(job["wait"], _seconds_left(job, total))):
             candidates.append(conn.recv()["init"])
+        candidates += _portfolio_best(conn, min(ASK_SECONDS, max(0.0, _seconds_left(job, total))))
     else:  # its own start, and the portfolio's best by then (FastSA's worker has often reported)
         started, reported = time.perf_counter(), []
 
