@@ -162,13 +162,20 @@ def _save_set(joint: JointGraph, save_budget: SaveBudget, method: str, cache: Pl
     given = save_budget.resolve(graph) if save_budget.activation is None else None
     activation, eager = save_budget.activation, save_budget.eager
     key = cache.key(
-        kind="save-set", graph=graph.content_hash, budget=given, activation=activation, eager=eager, method=method
+        kind="save-set",
+        graph=graph.content_hash,
+        budget=given,
+        activation=activation,
+        eager=eager,
+        method=method,
+        span="planned graph",  # activation budgets span the graph the method plans (exact: the partitioner's view)
     )
     found = _cached_save_set(cache, key, graph, given, eager)
     if found is not None:
         return found
-    budget = given if given is not None else save_budget.resolve(graph)
-    choice = choose_save_set(graph if method == "saveset" else partitioner_view(joint), budget, method)
+    planned = graph if method == SAVE_SET_HEURISTIC else partitioner_view(joint)
+    budget = given if given is not None else save_budget.resolve(planned)  # 0: the least of the graph planned
+    choice = choose_save_set(planned, budget, method)
     log.info("save-set partition: planned %d saved values with %s", choice.saved.size, method)
     if choice.peak <= budget:
         cache.store(key, {"saved": [graph.names[v] for v in choice.saved], "budget": budget})
