@@ -18,6 +18,7 @@ import remat_models.torch as rt  # noqa: E402
 from remat_models.core.schedule import simulate  # noqa: E402
 from remat_models.errors import ConfigurationError  # noqa: E402
 from remat_models.heuristics.saveset import saveset_schedule  # noqa: E402
+from remat_models.torch.save_budget import eager_peak  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 STEP = """
@@ -108,6 +109,23 @@ def test_an_entry_over_its_budget_is_not_trusted(tmp_path: Path, caplog) -> None
     with caplog.at_level(logging.WARNING, logger="remat_models"):
         check(compile_here(tmp_path))
     assert "over the budget" in caplog.text
+
+
+def test_an_exact_save_set_above_eager_is_reused(tmp_path: Path, caplog) -> None:
+    """``saveset-exact`` spans the partitioner's view, whose least peak lies above eager's here: still reused."""
+    torch.manual_seed(0)
+    nn = torch.nn
+    model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.LayerNorm(32), nn.Linear(32, 32), nn.Linear(32, 8))
+    inputs, targets = torch.randn(16, 16), torch.randn(16, 8)
+    settings = dict(activation_budget=1.0, backend="aot_eager", method="saveset-exact", cache_dir=tmp_path)
+    first = rt.compile(model, inputs, torch.nn.functional.mse_loss, targets, **settings)
+    assert first.plan.budget > first.plan.joint.graph.fixed_mem + eager_peak(
+        rt.extract(model, inputs, torch.nn.functional.mse_loss, targets).graph
+    )
+    with caplog.at_level(logging.INFO, logger="remat_models"):
+        second = rt.compile(model, inputs, torch.nn.functional.mse_loss, targets, **settings)
+    assert "plan cache: reusing" in caplog.text and "plan cache: ignoring" not in caplog.text
+    assert second.plan.saved == first.plan.saved and second.plan.fits
 
 
 def test_the_executor_route_reuses_and_validates_its_schedule(tmp_path: Path, caplog) -> None:

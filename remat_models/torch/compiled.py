@@ -126,12 +126,12 @@ def choose_save_set(graph: Graph, budget: int, method: str = "saveset") -> SaveS
 
 
 def _cached_save_set(
-    cache: PlanCache, key: dict[str, Any], graph: Graph, budget: int | None, eager: int | None = None
+    cache: PlanCache, key: dict[str, Any], graph: Graph, budget: int | None, top: int | None = None
 ) -> tuple[SaveSet, int] | None:
     """The save set stored under ``key`` and its budget, if it saves forward values and simulates within budget.
 
-    ``budget``: bytes; None (an activation budget) takes the stored bytes, at most the save-everything peak
-    and ``eager`` (above the fixed memory).
+    ``budget``: bytes; None (an activation budget) takes the stored bytes, at most ``top`` (activation budget
+    1's bytes; None: the save-everything peak).
     """
     payload = cache.load(key)
     if payload is None:
@@ -144,8 +144,7 @@ def _cached_save_set(
         if not forward[saved].all():
             raise ValueError("it saves values that are not forward values")
         simulation = simulate(graph, saveset_schedule(graph, saved))
-        most = simulate(graph, saveset_schedule(graph, np.flatnonzero(forward))).peak
-        most = most if eager is None else min(most, eager + graph.fixed_mem)
+        most = top if top is not None else simulate(graph, saveset_schedule(graph, np.flatnonzero(forward))).peak
     except (RematError, KeyError, TypeError, ValueError) as error:
         cache.reject(key, f"not a save set of this graph: {error}")
         return None
@@ -170,11 +169,12 @@ def _save_set(joint: JointGraph, save_budget: SaveBudget, method: str, cache: Pl
         method=method,
         span="planned graph",  # activation budgets span the graph the method plans (exact: the partitioner's view)
     )
-    found = _cached_save_set(cache, key, graph, given, eager)
+    planned = graph if method == SAVE_SET_HEURISTIC else partitioner_view(joint)
+    span = save_budget.span(planned) if given is None else None  # 0: the least of the graph planned
+    found = _cached_save_set(cache, key, graph, given, None if span is None else span[1])
     if found is not None:
         return found
-    planned = graph if method == SAVE_SET_HEURISTIC else partitioner_view(joint)
-    budget = given if given is not None else save_budget.resolve(planned)  # 0: the least of the graph planned
+    budget = given if span is None else save_budget.share(*span)
     choice = choose_save_set(planned, budget, method)
     log.info("save-set partition: planned %d saved values with %s", choice.saved.size, method)
     if choice.peak <= budget:

@@ -51,10 +51,18 @@ class SaveBudget:
         """Bytes of this budget on ``graph`` (``replay``/``regions``: the span of save-set plans as SAC runs them)."""
         if self.activation is None:
             return parse_budget(self.budget, graph)  # type: ignore[arg-type]
+        return self.share(*self.span(graph, replay=replay, regions=regions))
+
+    def span(self, graph: Graph, *, replay: bool = False, regions: Regions | None = None) -> tuple[int, int]:
+        """The bytes of activation budgets 0 and 1 on ``graph`` (1: eager's peak if lower, never below 0's)."""
         least, most = saveset_range(graph, replay=replay, regions=regions)
         if self.eager is not None:
             most = max(least, min(most, self.eager + graph.fixed_mem))
-        return least + int(self.activation * (most - least))
+        return least, most
+
+    def share(self, least: int, most: int) -> int:
+        """The bytes of this activation budget within the span ``least``..``most``."""
+        return least + int((self.activation or 0.0) * (most - least))
 
 
 def eager_peak(traced: Graph) -> int:
