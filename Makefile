@@ -31,7 +31,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check remat_models tests benchmarks
 	$(BIN)/lint-imports  # the layers of docs/architecture.md (contracts in pyproject.toml)
-	$(BIN)/python -m pytest -q -n 2  # two workers; the time-limited tests run alone (tests/conftest.py)
+	$(BIN)/python -m pytest -q -n 2 --dist worksteal --durations=25  # two workers; time-limited tests run alone (tests/conftest.py)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/simulate_bench.py

@@ -30,7 +30,6 @@ EXCLUSIVE_MODULES = (
     "test_deadline",
     "test_moccasin_deadline",
     "test_bench",
-    "test_saveset_formulation",
 )
 
 

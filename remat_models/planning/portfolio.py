@@ -61,7 +61,7 @@ STOP_GRACE_SHARE = 0.05  # of the time limit: short limits keep 1.1 x limit + 2 
 LEAST_PEAK_SHARE = 0.85  # of the time limit: the least-peak search in this process when no fallback fits
 LEAST_PEAK_MAX_S = 10.0  # seconds, at most (it returns soon after its first fit: ~1 s on the zoo at 25 %)
 LEAST_PEAK_MIN_S = 0.5  # seconds: less than this left, it does not start
-WORKER_STOP_S = 1.0  # seconds the stopped workers get together to end before they are killed
+WORKER_STOP_S = 1.0  # seconds the stopped workers get together to end before they are killed (at most STOP_GRACE_SHARE)
 STOP_POLL = 0.2  # seconds between checks for a stop (SIGINT, SIGTERM) while waiting for reports
 
 
@@ -207,7 +207,7 @@ def auto(
         finally:  # every worker asked at once, then each waited for
             for worker in workers.values():
                 worker.terminate()
-            until = time.monotonic() + WORKER_STOP_S
+            until = time.monotonic() + min(WORKER_STOP_S, STOP_GRACE_SHARE * total)  # then killed: the limit holds
             for worker in workers.values():
                 worker.stop(max(0.0, until - time.monotonic()))
     assert portfolio.best is not None
