@@ -59,12 +59,13 @@ def die_with_parent(parent: int, signum: int = signal.SIGKILL) -> None:
         os._exit(0)
 
 
-def watch_parent(parent: int, signum: int = signal.SIGKILL) -> threading.Thread:
-    """A daemon thread that sends this process ``signum`` once its parent ``parent`` is gone."""
+def watch_parent(parent: int, signum: int = signal.SIGKILL, after: float = 0.0) -> threading.Thread:
+    """A daemon thread that sends this process ``signum`` ``after`` seconds once its parent ``parent`` is gone."""
 
     def watch() -> None:
         while os.getppid() == parent:
             time.sleep(POLL_S)
+        time.sleep(after)
         os.kill(os.getpid(), signum)
 
     thread = threading.Thread(target=watch, name="remat-parent-watch", daemon=True)

@@ -25,7 +25,7 @@ from typing import Any
 
 from remat_models.backends import SolveLimits
 from remat_models.core.limits import MAX_COUNT, wait_slice
-from remat_models.core.processes import child_env, die_with_parent, python_command
+from remat_models.core.processes import child_env, die_with_parent, python_command, watch_parent
 from remat_models.core.schedule import Schedule, simulate
 from remat_models.errors import RematError
 from remat_models.heuristics.registry import run_heuristic
@@ -41,6 +41,7 @@ FINISH_MARGIN = 1.0  # seconds a member leaves before the deadline to decode and
 FINISH_SHARE = 0.2  # ... plus this share of the limit (decoding; CP-SAT presolve overshoots on 1M+ variables)
 ASK_SECONDS = 5.0  # the most the exact worker waits for the parent's answer (it answers between reports)
 MAX_RESTARTS = 1000  # FastSA runs (seeds) in one portfolio at most
+ORPHAN_GRACE_S = 2.0  # seconds a worker outlives its parent at most (the kernel's SIGTERM first: a solve stops)
 
 
 class Worker:
@@ -258,6 +259,7 @@ ROLES: dict[str, Callable[[Connection, dict[str, Any], float], None]] = {
 def main(argv: list[str]) -> None:
     """Run the job received on the connection whose file descriptor is ``argv[1]`` (``argv[2]``: the parent's pid)."""
     die_with_parent(int(argv[2]), signal.SIGTERM)
+    watch_parent(int(argv[2]), signal.SIGKILL, after=ORPHAN_GRACE_S)  # a handler may have taken that SIGTERM
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     logging.basicConfig(level=logging.WARNING, format="auto worker: %(levelname)s %(message)s")
     conn = Connection(int(argv[1]))
