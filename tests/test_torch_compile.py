@@ -16,7 +16,7 @@ from torch_steps import seeded_grads  # noqa: E402
 
 import remat_models.torch as rt  # noqa: E402
 from remat_models.core.schedule import input_order_peak, simulate  # noqa: E402
-from remat_models.errors import ConfigurationError  # noqa: E402
+from remat_models.errors import ConfigurationError, GraphError, InputTypeError  # noqa: E402
 from remat_models.heuristics.saveset import saveset_schedule, saveset_search  # noqa: E402
 from remat_models.torch.ops import is_random  # noqa: E402
 from remat_models.torch.save_budget import eager_peak  # noqa: E402
@@ -45,6 +45,16 @@ def compiled(gpt2):
     shares = (1, 0.5, 0)
     settings = dict(backend="aot_eager", method="saveset")  # the save-set route: PyTorch's partitioner
     return {b: rt.compile(model, tokens, loss_fn, targets, activation_budget=b, **settings) for b in shares}
+
+
+@pytest.mark.parametrize("budget", [{"budget": "50%"}, {"activation_budget": 0.5}])
+def test_a_model_without_trainable_parameters_is_refused_by_name(budget: dict) -> None:
+    """Before, dynamo ran such a step eagerly and the error blamed it (or the tracer's ``grad()``)."""
+    model = torch.nn.Sequential(torch.nn.ReLU(), torch.nn.Tanh())
+    with pytest.raises(GraphError, match="Sequential has no parameter that requires grad"):
+        rt.compile(model, torch.randn(4, 8, requires_grad=True), lambda y: y.sum(), cache_dir=None, **budget)
+    with pytest.raises(InputTypeError, match="expected an nn.Module"):
+        rt.compile(lambda x: x, torch.randn(4, 8), lambda y: y.sum(), cache_dir=None, **budget)
 
 
 @pytest.mark.parametrize("share", [1, 0.5, 0])

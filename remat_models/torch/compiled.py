@@ -44,7 +44,7 @@ from remat_models.torch.ops import is_random
 from remat_models.torch.plan_cache import DEFAULT, CacheDir, PlanCache
 from remat_models.torch.save_budget import SaveBudget, eager_peak, undone
 from remat_models.torch.schedule_partition import SchedulePlan, partition_schedule
-from remat_models.torch.trace import LossFn, as_tensors
+from remat_models.torch.trace import LossFn, as_tensors, check_trainable
 
 log = logging.getLogger(__name__)
 
@@ -362,6 +362,7 @@ def compile(
     on the step traced here (1; lower where saving every value peaks lower), on every method.
     """
     save_budget = SaveBudget(budget, activation_budget)  # checked before tracing
+    check_trainable(model)  # else dynamo runs the step eagerly and nothing is partitioned
     if activation_budget is not None:  # its 1 is capped by eager's peak, simulated on the traced step
         save_budget = replace(save_budget, eager=eager_peak(extract(model, example_inputs, loss_fn, targets).graph))
     step = CompiledStep(model, loss_fn, save_budget, backend, method, cache_dir, time_limit, transfer)

@@ -153,6 +153,17 @@ def output_tensors(value: Any, path: str = "output") -> tuple[torch.Tensor, ...]
     return tuple(found.values())
 
 
+def check_trainable(model: object) -> None:
+    """Refuse anything but a module with a parameter that requires grad (else there is no backward to plan)."""
+    if not isinstance(model, nn.Module):
+        raise InputTypeError(f"expected an nn.Module as the model, got {describe(model)}")
+    if not any(p.requires_grad for p in model.parameters()):
+        raise GraphError(
+            f"{type(model).__name__} has no parameter that requires grad: a training step of it computes no "
+            "gradient, so there is no backward to plan (give it parameters, or call requires_grad_())"
+        )
+
+
 def trace_step(
     model: nn.Module,
     example_inputs: torch.Tensor | Sequence[torch.Tensor],
@@ -173,8 +184,7 @@ def trace_step(
     multi-output ops that outlive the rest are then copied into their own nodes (see
     :mod:`remat_models.torch.split`). No real data flows through the model.
     """
-    if not isinstance(model, nn.Module):
-        raise InputTypeError(f"expected an nn.Module as the model, got {describe(model)}")
+    check_trainable(model)
     if not callable(loss_fn):
         raise InputTypeError(f"loss_fn must be callable, got {describe(loss_fn)}")
     inputs = as_tensors(example_inputs, "example inputs")
