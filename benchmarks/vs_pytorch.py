@@ -7,7 +7,9 @@ docs/torch.md): ``eager`` (plain autograd); ``pytorch`` (``torch.compile`` with
 ``ours-matched`` (the same, with ``budget=`` the bytes PyTorch's plan measured at that budget: the
 head-to-head); ``ours-schedule`` (``rt.compile``'s default, ``method="auto"``: the schedule emitted as it is,
 ``--method`` for another); ``ours-sac`` (eager autograd with ``torch.utils.checkpoint`` on the default
-regions, the model's repeated blocks, and our selective-checkpointing policy). The compiled
+regions, the model's repeated blocks, and our selective-checkpointing policy); ``ours-executor``
+(``remat_models.torch.plan(activation_budget=b, method=...)``: the schedule run by our executor, as generated
+code, no torch.compile; the same ``--method``). The compiled
 systems use the same backend (``--backend``: ``aot_eager`` = inductor's decompositions without inductor,
 PyTorch's ``aot_eager_decomp_partition``; or ``inductor``).
 
@@ -43,7 +45,7 @@ BUDGETS = (1.0, 0.75, 0.5, 0.25, 0.1, 0.0)
 SEED = 1234
 MIB = 2**20
 ZOO_FILE = Path(__file__).resolve().parents[1] / "examples" / "zoo.py"
-SYSTEMS = ("pytorch", "ours-matched", "ours-compile", "ours-schedule", "ours-sac")
+SYSTEMS = ("pytorch", "ours-matched", "ours-compile", "ours-schedule", "ours-sac", "ours-executor")
 DROPOUT = 0.1  # the "-dropout" variants set every nn.Dropout to this and train
 
 
@@ -136,7 +138,7 @@ def run_model(
     systems: tuple[str, ...] = SYSTEMS,
     method: str = "auto",
 ) -> list[Row]:
-    """Every system at every budget on one model (``ours-schedule``: ``rt.compile`` running ``method``'s schedule)."""
+    """Every system at every budget on one model (``ours-schedule``, ``ours-executor``: ``method``'s schedule)."""
     model, inputs, targets, loss_fn = build(zoo, name)
 
     def eager() -> None:
@@ -173,6 +175,9 @@ def run_model(
             checkpointed = rt.checkpointed(model, plan)
             predicted = plan.predicted_peak - plan.torch_graph.fixed_mem  # the traced Graph counts the fixed memory
             add("ours-sac", budget, lambda r=checkpointed: loss_fn(r(inputs), targets).backward(), predicted)
+        if "ours-executor" in systems:
+            step = rt.plan(model, inputs, loss_fn, targets, activation_budget=budget, method=method, cache_dir=None)
+            add("ours-executor", budget, lambda s=step: s(inputs, targets), step.predicted_peak)
         cells = [f"{r.system} {r.peak / MIB:.1f} (predicted {(r.predicted or 0) / MIB:.1f})" for r in rows[done:]]
         print(f"{name} b={budget}: {', '.join(cells)} MiB", flush=True)
     return rows
@@ -214,7 +219,7 @@ def plot(rows: list[Row], path: Path) -> None:
     figure, axes = plt.subplots(2, len(names), figsize=(4 * len(names), 7), squeeze=False)
     for column, model in enumerate(names):
         eager = next(r for r in rows if r.model == model and r.system == "eager")
-        for system, marker in zip(SYSTEMS, "osD^v", strict=True):
+        for system, marker in zip(SYSTEMS, "osD^vP", strict=True):
             mine = sorted((r for r in rows if r.model == model and r.system == system), key=lambda r: -(r.budget or 0))
             peaks = [r.peak / eager.peak for r in mine]
             axes[0][column].plot(peaks, [r.flops / eager.flops for r in mine], marker=marker, label=system)
