@@ -15,6 +15,7 @@ with ``ordered``), so no plan redraws a dropout mask and draws keep eager's orde
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 import operator
 from collections import defaultdict
@@ -22,9 +23,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
+import torch.utils._pytree as pytree
 from torch import fx
 from torch._functorch.partitioners import _extract_fwd_bwd_modules
+from torch._subclasses.fake_tensor import unset_fake_temporarily
+from torch.autograd import DeviceType
+from torch.profiler import ProfilerActivity, profile, record_function
 
 from remat_models.core.budget import parse_budget
 from remat_models.core.graph import Graph
@@ -36,9 +42,12 @@ from remat_models.torch.api import cached_plan
 from remat_models.torch.joint import FLOPS_PER_BYTE, JointGraph, as_partitioned, joint_graph
 from remat_models.torch.plan_cache import PlanCache
 from remat_models.torch.save_budget import SaveBudget
+from remat_models.torch.split import mask_position, split_by_mask
 
 log = logging.getLogger(__name__)
 STEP_KEY = "remat_step"  # meta key of an emitted op: the Compute, Offload or Prefetch step it runs
+aten = torch.ops.aten
+WORKSPACE_OPS = (aten.convolution.default, aten.convolution_backward.default)  # kernels with scratch buffers
 
 
 @dataclass(frozen=True)
@@ -207,6 +216,95 @@ def emit(
     return _extract_fwd_bwd_modules(joint_module, list(saved), [], num_fwd_outputs=num_fwd_outputs)
 
 
+def split_gradients(module: fx.GraphModule) -> int:
+    """Split each convolution backward computing both an input and parameter gradients in two; return how many.
+
+    A Graph node frees its outputs together, so a weight gradient (an output, kept to the end) would pin its
+    input gradient (the largest value of a convolution's backward) to the end in the plan, as the traced
+    graph's :func:`~remat_models.torch.split.split_by_mask` avoids; the parts share no work. Each part's
+    fake value is its getitems' values (None where masked off).
+    """
+    split = split_by_mask(module)
+    for node in module.graph.nodes:
+        mask_at = mask_position(node) if split and node.op == "call_function" else None
+        if mask_at is not None and "val" not in node.meta:
+            items = {user.args[1]: user.meta["val"] for user in node.users if user.target is operator.getitem}
+            node.meta["val"] = tuple(items.get(k) for k in range(len(node.args[mask_at])))
+    return split
+
+
+def _fake_args(node: fx.Node) -> tuple[Any, Any]:
+    """The fake values of a call's arguments and keyword arguments."""
+    return fx.node.map_arg((node.args, node.kwargs), lambda source: source.meta.get("val"))
+
+
+def _signature(node: fx.Node) -> str:
+    """The op and the shapes, strides, dtypes and devices of its tensor arguments (the rest as they are)."""
+
+    def describe(value: object) -> object:
+        if isinstance(value, torch.Tensor):
+            return (tuple(value.shape), value.stride(), value.dtype, value.device)
+        return value
+
+    return repr((node.target, pytree.tree_map(describe, _fake_args(node))))
+
+
+def _real(value: object) -> object:
+    """A zero tensor shaped, strided and typed as the fake tensor ``value``; anything else as it is."""
+    if isinstance(value, torch.Tensor):
+        return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device=value.device).zero_()
+    return value
+
+
+def measured_workspace(nodes: Sequence[fx.Node]) -> list[int]:
+    """Scratch bytes each CPU convolution (forward or backward) of ``nodes`` allocates and frees; 0 for the rest.
+
+    Each distinct call (op, argument shapes and strides) runs once on real zeros (outside the partitioner's fake
+    mode) under the profiler: its scratch is
+    the peak of its memory events above the start minus what it leaves allocated (its outputs). Other devices
+    are not measured (0).
+    """
+    calls: dict[str, fx.Node] = {}
+    for node in nodes:
+        tensors = [t for t in pytree.tree_leaves(_fake_args(node)) if isinstance(t, torch.Tensor)]
+        if node.target in WORKSPACE_OPS and all(t.device.type == "cpu" for t in tensors):
+            calls.setdefault(_signature(node), node)
+    if not calls:
+        return [0] * len(nodes)
+    keys = {key: f"remat_workspace_{k}" for k, key in enumerate(calls)}
+    with unset_fake_temporarily(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as profiler:
+        for key, node in calls.items():
+            args, kwargs = pytree.tree_map(_real, _fake_args(node))
+            with record_function(keys[key]):
+                outputs = node.target(*args, **kwargs)
+            del outputs
+    events = profiler.profiler.kineto_results.events()
+    memory = sorted((e for e in events if e.name() == "[memory]" and e.device_type() == DeviceType.CPU), key=_start)
+    spans = {e.name(): (e.start_ns(), e.end_ns()) for e in events if e.name() in keys.values()}
+    scratch: dict[str, int] = {}
+    for key, label in keys.items():
+        begin, end = spans[label]
+        live = peak = 0
+        for event in (e for e in memory if begin <= e.start_ns() <= end):
+            live += event.nbytes()
+            peak = max(peak, live)
+        scratch[key] = peak - live
+    return [scratch.get(_signature(node), 0) if node.target in WORKSPACE_OPS else 0 for node in nodes]
+
+
+def _start(event: Any) -> int:
+    return int(event.start_ns())
+
+
+def with_workspace(joint: JointGraph) -> JointGraph:
+    """``joint`` with each op's measured scratch bytes (:func:`measured_workspace`) added to its Graph workspace."""
+    scratch = np.array(measured_workspace(joint.fx_nodes), dtype=np.int64)
+    if not scratch.any():
+        return joint
+    log.info("kernel workspace: %d ops, up to %d B", int((scratch > 0).sum()), int(scratch.max()))
+    return dataclasses.replace(joint, graph=joint.graph.replaced(workspace=joint.graph.workspace + scratch))
+
+
 def partition_schedule(
     module: fx.GraphModule,
     joint_inputs: Sequence[object],
@@ -227,7 +325,8 @@ def partition_schedule(
     host and back (:meth:`_Emitter.copy`), in order on the compute stream.
     """
     as_partitioned(module)
-    joint = joint_graph(module, num_fwd_outputs, flops_per_byte=flops_per_byte, ordered=True)
+    split_gradients(module)
+    joint = with_workspace(joint_graph(module, num_fwd_outputs, flops_per_byte=flops_per_byte, ordered=True))
     graph = joint.graph
     given = parse_budget(save_budget.budget, graph) if save_budget.activation is None else None  # type: ignore[arg-type]
     extra = {} if transfer is None else {"transfer": transfer}
