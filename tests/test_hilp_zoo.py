@@ -41,7 +41,7 @@ def test_hilp_has_a_schedule_whenever_a_heuristic_does(spec: str, fraction: floa
     if not fitting:  # FastSA (3 s) only matters when neither quick heuristic fits
         fastsa = plan(graph, budget, "fastsa", time_limit=3, allow_over_budget=True)
         fitting = [fastsa.simulation.total_cost] if fastsa.status is PlanStatus.WITHIN_BUDGET else []
-    result = plan(graph, budget, formulation="hilp", time_limit=8, allow_over_budget=True)
+    result = plan(graph, budget, formulation="hilp", time_limit=4, allow_over_budget=True)
     assert result.details["depth"] >= 1  # hierarchical (the graph has more than flat_max_nodes nodes)
     assert result.solver_status not in (SolveStatus.OPTIMAL, SolveStatus.INFEASIBLE)
     assert result.status is not PlanStatus.INFEASIBLE

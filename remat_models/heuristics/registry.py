@@ -39,6 +39,7 @@ class Heuristic:
     configurable: bool = False
     options: tuple[str, ...] = ()
     stoppable: bool = False
+    target_option: str | None = None  # the option that takes a proven lower bound on cost (the run may stop there)
 
 
 def _baseline(function: Callable[[Graph, int], Schedule]) -> Heuristic:
@@ -86,7 +87,11 @@ HEURISTICS: dict[str, Heuristic] = {
     "saveset": _timed(saveset),
     "rotor": _timed(rotor),
     "fastsa": Heuristic(
-        _fastsa, configurable=True, options=("iterations", *(f.name for f in fields(FastSAOptions))), stoppable=True
+        _fastsa,
+        configurable=True,
+        options=("iterations", *(f.name for f in fields(FastSAOptions))),
+        stoppable=True,
+        target_option="target_cost",
     ),
     "three-way": Heuristic(run_three_way, configurable=True, options=tuple(f.name for f in fields(ThreeWayOptions))),
     "least-peak": Heuristic(run_least_peak, configurable=True, stoppable=True),  # a time limit, no options
@@ -107,11 +112,14 @@ def run_heuristic(
     time_limit: float | None = None,
     options: Mapping[str, Any] | None = None,
     stop: threading.Event | None = None,
+    target: float | None = None,
 ) -> tuple[Schedule, dict[str, Any]]:
     """Run the heuristic ``name``; options and a time limit only where it takes them.
 
     ``stop`` reaches a stoppable heuristic (FastSA), which then ends early with its best so far; others
-    run to their end (the baselines take seconds at most).
+    run to their end (the baselines take seconds at most). ``target``, a proven lower bound on the total
+    cost, reaches a heuristic with a ``target_option`` (FastSA: it stops once a fitting schedule costs that
+    little) unless the options set it; the others ignore it.
     """
     heuristic = HEURISTICS.get(name)
     if heuristic is None:
@@ -120,4 +128,6 @@ def run_heuristic(
         takes = ", ".join(n for n, h in HEURISTICS.items() if h.configurable)
         raise ConfigurationError(f"method {name!r} takes no options (such as --iterations) or time limit; {takes} does")
     extra = {"stop": stop} if heuristic.stoppable and stop is not None else {}
+    if target is not None and heuristic.target_option is not None:
+        options = {heuristic.target_option: target, **(options or {})}
     return heuristic.run(graph, budget, seed=seed, time_limit=time_limit, options=options, **extra)

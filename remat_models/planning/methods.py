@@ -152,11 +152,14 @@ def run_method(
     workers: int = 1,
     solver_options: Mapping[str, Any] | None = None,
     windows: bool | None = None,
+    target: float | None = None,
 ) -> MethodRun:
     """Run the method ``ref`` names (its schedule not yet checked against the budget).
 
     ``windows`` (formulations): re-solve windows of the warm start (True), the whole model (False), or by the
     formulation's ``window_nodes`` (None; see :func:`~remat_models.planning.solve.run_formulation`).
+    ``target``: a proven lower bound on the total cost, where ``auto`` and FastSA stop once a fitting schedule
+    reaches it (nothing is cheaper); the formulations prove their own optima and do not take it.
     """
     if ref.formulation is not None:
         limits = SolveLimits(time_limit=time_limit, workers=workers, seed=seed, solver_options=solver_options or {})
@@ -181,9 +184,10 @@ def run_method(
         )
     portfolio = PORTFOLIOS.get(ref.method)
     if portfolio is not None:
-        return portfolio(graph, budget, seed=seed, time_limit=time_limit, options=options)
+        return portfolio(graph, budget, seed=seed, time_limit=time_limit, options=options, target=target)
     name = ref.method
+    settings = dict(seed=seed, time_limit=time_limit, options=options, target=target)
     (schedule, details), interrupted = run_stoppable(  # SIGINT/SIGTERM: FastSA returns its best so far
-        lambda stop: run_heuristic(name, graph, budget, seed=seed, time_limit=time_limit, options=options, stop=stop)
+        lambda stop: run_heuristic(name, graph, budget, stop=stop, **settings)
     )
     return MethodRun(ref.method, schedule, details, interrupted_by=interrupted)

@@ -134,7 +134,7 @@ def plan(
         viewed = plan_default_view(graph, budget, plan_view, greedy=impls, allow_over_budget=allow_over_budget)
         return _with_bounds(viewed, peak, search, reserve)  # the view's bounds do not hold for the full graph
     started = time.perf_counter()
-    run = run_method(ref, graph, budget, **arguments)
+    run = run_method(ref, graph, budget, target=None if search is None else search.bound.value, **arguments)
     result = _result(graph, budget, run, time.perf_counter() - started, extensions, transfer)
     result = _with_bounds(result, peak, search, reserve)
     if result.status is PlanStatus.OVER_BUDGET and not allow_over_budget:

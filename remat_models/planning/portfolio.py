@@ -48,6 +48,7 @@ from remat_models.core.transfer import TransferModel
 from remat_models.errors import ConfigurationError
 from remat_models.formulations import auto_formulation, options_of
 from remat_models.heuristics.baselines import BASELINES
+from remat_models.heuristics.fastsa.solver import reaches
 from remat_models.heuristics.least_peak import STARTS as LEAST_PEAK_STARTS
 from remat_models.heuristics.least_peak import least_peak_search
 from remat_models.planning.portfolio_worker import Worker
@@ -123,6 +124,12 @@ class _Portfolio:
         """Whether the best schedule so far fits the budget."""
         return self.best is not None and self.best[2].peak <= self.budget
 
+    def at_target(self, target: float | None) -> bool:
+        """Whether the best schedule fits at no more than ``target``, a proven lower bound: then it is optimal."""
+        if target is None or self.best is None or not self.fits():
+            return False
+        return reaches(self.best[2].total_cost, target)
+
     def offer(self, report: Mapping[str, Any]) -> None:
         """Record one member's report (``method``, ``schedule`` or None, ``bound``, ``seconds``, ``error``, ``pid``)."""
         schedule = report.get("schedule")
@@ -160,11 +167,14 @@ def auto(
     seed: int = 0,
     time_limit: float | None = None,
     options: Mapping[str, Any] | None = None,
+    target: float | None = None,
 ) -> MethodRun:
     """The portfolio's best schedule and details: each member's cost, peak, time and bound, and the best bound.
 
     ``options``: :class:`AutoOptions` fields. SIGINT or SIGTERM stops the workers; the run then carries the
-    best schedule reported so far (the fallbacks' at least) and the signal (``interrupted_by``).
+    best schedule reported so far (the fallbacks' at least) and the signal (``interrupted_by``). ``target``, a
+    proven lower bound on the total cost: once a fitting schedule costs no more, the members are stopped and
+    it is returned (FastSA gets it too).
     """
     opts = options_of(AutoOptions, options, "auto")
     total = DEFAULT_TIME_LIMIT if time_limit is None else time_limit
@@ -173,7 +183,7 @@ def auto(
     exact = {"formulations": _exact_members(graph.n, opts), "first_share": first_share}
     wait = opts.wait_share * total if graph.n < INIT_FASTSA_NODES else 0.0  # larger: the exact worker runs auto_init
     jobs: dict[str, dict[str, Any]] = {
-        "fastsa": {"role": "fastsa", "patience": opts.restart_patience},
+        "fastsa": {"role": "fastsa", "patience": opts.restart_patience, "target": target},
         "exact": {"role": "exact", "wait": wait, **exact},
     }
     if opts.transfer is not None:  # started now (imports), it waits for its starts
@@ -185,6 +195,8 @@ def auto(
             for name in jobs:
                 workers[name] = Worker.start(name)
             _fallback(graph, budget, "knapsack", portfolio)  # planned while the workers import (seconds at 10k nodes)
+            if portfolio.at_target(target):  # optimal already: no member can do better
+                return _finished(graph, budget, portfolio, stopper, target)
             for name, job in jobs.items():  # each send waits for that worker's imports
                 workers[name].send({"graph": graph, "budget": budget, "seed": seed, "deadline": deadline, **job})
             if time.monotonic() < deadline - (1 - INIT_SHARE) * total or not portfolio.fits():
@@ -192,26 +204,36 @@ def auto(
             if not portfolio.fits():  # feasibility first, here too: the exact worker's own search may come too late
                 seconds = min(LEAST_PEAK_MAX_S, LEAST_PEAK_SHARE * total, deadline - time.monotonic())
                 _least_peak_fallback(graph, budget, portfolio, seconds, stopper)
+            if portfolio.at_target(target):
+                return _finished(graph, budget, portfolio, stopper, target)
             live = {worker.conn: worker for name, worker in workers.items() if name != "offload"}
             grace = min(STOP_GRACE, STOP_GRACE_SHARE * total)
             until = deadline
+            collecting = dict(relay=wait > 0, stopper=stopper, target=target)
             if "offload" in workers:  # the members report until the offload share, then offload from theirs
                 reserve = opts.offload_share * total
-                _collect(workers, live, portfolio, deadline - reserve, relay=wait > 0, stopper=stopper)
-                if not stopper.stopped.is_set():  # late (a slow fallback): the grace at least
+                _collect(workers, live, portfolio, deadline - reserve, **collecting)
+                if not (stopper.stopped.is_set() or portfolio.at_target(target)):  # late: the grace at least
                     now = time.monotonic()
                     until = max(now + min(reserve, deadline - now), now + grace)
                     workers["offload"].send({"inits": portfolio.starts(), "until": until})
                     live[workers["offload"].conn] = workers["offload"]
-            _collect(workers, live, portfolio, max(deadline, until) + grace, relay=wait > 0, stopper=stopper)
+            _collect(workers, live, portfolio, max(deadline, until) + grace, **collecting)
         finally:  # every worker asked at once, then each waited for
             for worker in workers.values():
                 worker.terminate()
             until = time.monotonic() + min(WORKER_STOP_S, STOP_GRACE_SHARE * total)  # then killed: the limit holds
             for worker in workers.values():
                 worker.stop(max(0.0, until - time.monotonic()))
+    return _finished(graph, budget, portfolio, stopper, target)
+
+
+def _finished(graph: Graph, budget: int, portfolio: _Portfolio, stopper: Stopper, target: float | None) -> MethodRun:
+    """The run of the portfolio's best schedule, its bound and gap, the members and any interrupt."""
     assert portfolio.best is not None
     name, schedule, result = portfolio.best
+    if portfolio.at_target(target):
+        log.info("auto: %s's cost %g reaches the lower bound: no schedule is cheaper", name, result.total_cost)
     bound = portfolio.bound
     gap = None if bound is None or result.peak > budget or not result.total_cost else 1 - bound / result.total_cost
     interrupted = stopper.signal if stopper.stopped.is_set() else None
@@ -257,12 +279,14 @@ def _collect(
     until: float,
     relay: bool,
     stopper: Stopper,
+    target: float | None = None,
 ) -> None:
     """Offer the ``live`` workers' reports until all are done, ``until`` or a stop (then only those already sent).
 
     ``live`` maps connections to the workers not done yet (the done ones leave it). A request for the best
     schedule so far is answered. With ``relay`` FastSA's reports go on to the exact worker. Once an optimum
-    is proven and FastSA has reported, the FastSA and exact workers are stopped (the offload planner goes on).
+    is proven and FastSA has reported, the FastSA and exact workers are stopped (the offload planner goes on);
+    once the best schedule reaches ``target`` (a lower bound for every schedule), collecting ends.
     """
     while live and time.monotonic() < until:
         stopped = stopper.stopped.is_set()
@@ -280,6 +304,9 @@ def _collect(
                 worker.send({"best": None if portfolio.plain is None else portfolio.plain[0]})
                 continue
             portfolio.offer(report)
+            if portfolio.at_target(target):  # optimal: the workers are stopped on return
+                live.clear()
+                return
             if portfolio.proven and any(m["method"] == "fastsa" for m in portfolio.members):
                 log.info("auto: an optimum is proven (for its fixed order) and FastSA has run; stopping the members")
                 for name in ("fastsa", "exact"):

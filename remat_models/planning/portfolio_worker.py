@@ -147,7 +147,7 @@ def _fastsa(conn: Connection, job: dict[str, Any], total: float) -> None:
             return
         seed, started = (job["seed"] + restart) % (MAX_COUNT + 1), time.perf_counter()  # seeds stay below 2**63
         try:
-            schedule, _ = run_heuristic("fastsa", graph, budget, seed=seed, time_limit=left)
+            schedule, _ = run_heuristic("fastsa", graph, budget, seed=seed, time_limit=left, target=job.get("target"))
         except RematError as error:
             _send(conn, "fastsa", None, error=str(error))
             return

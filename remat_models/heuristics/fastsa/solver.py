@@ -26,6 +26,7 @@ logger = logging.getLogger(__name__)
 Objective = Literal["product", "elu", "memory"]
 OBJECTIVES: dict[str, int] = {"product": ann.OBJ_PRODUCT, "elu": ann.OBJ_ELU, "memory": ann.OBJ_MEMORY}
 PAPER_ITERATIONS = (20_000_000, 2_000_000)
+TARGET_RTOL = 1e-8  # a cost within this share (of |target| + 1) above target_cost reaches it: the bounds' float margin
 MAX_COPIES = 1 << 16  # occurrences of one unit a user may ask for (each costs slots in every state)
 REAL_OPTIONS = ("max_expansion", "p_add", "p_remove", "initial_temperature", "final_ratio", "cost_epsilon", "reheat")
 
@@ -54,6 +55,7 @@ class FastSAOptions:
     restarts: int = 1  # independent runs of both stages (run r > 0 seeded (seed, stage, r)), time split evenly
     transfer: TransferModel | None = None  # offloading (App. B.3): fetch units, the schedule simulated under it
     p_fetch: float = 0.2  # with a transfer model: share of attempts that flip a fetch on (B.3; removes flip it off)
+    target_cost: float | None = None  # stop once the best state fits at a total cost this low (a proven lower bound)
 
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES:
@@ -71,6 +73,8 @@ class FastSAOptions:
             raise ConfigurationError(f"FastSA options must be finite numbers, got {infinite}")
         if self.slots is not None and self.slots < 16:
             raise ConfigurationError(f"FastSA slots must be at least 16, got {self.slots}")
+        if self.target_cost is not None and not (math.isfinite(self.target_cost) and self.target_cost >= 0):
+            raise ConfigurationError(f"FastSA target_cost must be a finite number >= 0, got {self.target_cost!r}")
 
     @classmethod
     def from_kwargs(cls, options: dict[str, object]) -> FastSAOptions:
@@ -234,8 +238,8 @@ class _Stage:
                 trajectory.append(self._point(time.perf_counter() - started))
             now = time.perf_counter()
             self.chunk_seconds = now - chunk_started
-            if self.met or now + self.chunk_seconds > deadline or self.stopped:  # another chunk would end past it
-                break
+            if self.met or now + self.chunk_seconds > deadline or self.stopped or self.at_target:
+                break  # (another chunk would end past the deadline)
         if self.best[ann.B_DIRTY] > 0:
             ann.snapshot(a.S, a.occ, a.tree, a.ints, a.floats, self.par, self.best, self.best_t, self.best_u)
 
@@ -249,7 +253,7 @@ class _Stage:
             done = int(self.counters[ann.C_ITER])
             self.run(done + self.options.chunk, deadline=deadline, started=started, trajectory=trajectory)
             now = time.perf_counter()
-            if now + self.chunk_seconds > deadline or self.stopped:
+            if now + self.chunk_seconds > deadline or self.stopped or self.at_target:
                 break
             span = (deadline - mark) / max(now - mark, 1e-9)
             self.par[ann.P_N] = max(n_min, int(self.counters[ann.C_ITER] * span))
@@ -258,6 +262,15 @@ class _Stage:
     def stopped(self) -> bool:
         """Whether the caller asked the run to stop."""
         return self.stop is not None and self.stop.is_set()
+
+    @property
+    def at_target(self) -> bool:
+        """Whether the best state fits the budget at no more than the options' ``target_cost`` (nothing is cheaper)."""
+        target = self.options.target_cost
+        if target is None or self.best[ann.B_MET] == 0:
+            return False
+        cost = self.state.cost() if self.best[ann.B_DIRTY] > 0 else float(self.best[ann.B_COST])  # dirty: the current
+        return reaches(cost, target)
 
     def objective(self) -> float:
         """Objective value of the current state."""
@@ -323,6 +336,16 @@ def _with_fetches(graph: Graph, units: Units, options: FastSAOptions) -> Units:
     mem = graph.mem.astype(np.float64)
     out_time, in_time = transfer.out_latency + mem / transfer.out_bw, transfer.in_latency + mem / transfer.in_bw
     return with_fetches(graph, units, out_time, in_time)
+
+
+def _at_target(report: StageReport, budget: int, target: float | None) -> bool:
+    """Whether a run's final state fits ``budget`` at no more than ``target`` (a lower bound: no restart can help)."""
+    return target is not None and report.peak <= budget and reaches(report.cost, target)
+
+
+def reaches(cost: float, target: float) -> bool:
+    """Whether ``cost`` is at most ``target``, a lower bound proven with a float margin (``TARGET_RTOL``)."""
+    return cost <= target + TARGET_RTOL * (abs(target) + 1.0)
 
 
 def _rank(report: StageReport, budget: int) -> tuple[bool, float, int]:
@@ -438,7 +461,7 @@ def fastsa(
     search = max(0.0, limit - _decoding_seconds(graph, opts.transfer)) if math.isfinite(limit) else limit
     runs = []
     for restart in range(opts.restarts):
-        if runs and stop is not None and stop.is_set():
+        if runs and ((stop is not None and stop.is_set()) or _at_target(runs[-1][1][-1], budget, opts.target_cost)):
             break
         deadline = started + search * (restart + 1) / opts.restarts
         key = (seed, restart)
