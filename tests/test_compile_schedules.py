@@ -6,7 +6,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from torch_steps import seeded_grads  # noqa: E402
+from torch_steps import example_models, seeded_grads  # noqa: E402
 
 import remat_models.torch as rt  # noqa: E402
 from remat_models.core.schedule import Compute, Offload, eager_frees, simulate  # noqa: E402
@@ -122,3 +122,19 @@ def test_a_convolution_schedule_measures_as_planned(cnn, share: float) -> None:
     model.zero_grad(set_to_none=True)
     measured = profiled_peak(lambda: step(inputs, targets).backward())
     assert abs(measured - plan.emitted_peak) <= 0.01 * plan.emitted_peak
+
+
+def test_dropout_outputs_have_their_own_lifetimes() -> None:
+    """A dropout's output dies at its last reader while its mask stays saved (the mask is copied into its own
+    node), so the emitted order's peak is what the step measures: without the copy, at 0.5 the plan's node
+    kept both and predicted 342,536 B for 334,360 B measured (2.4 % over); with it 334,344 B."""
+    model, tokens, targets, loss_fn = example_models("compile_schedules_models").gpt2(batch=4)
+    model.train()
+    step = rt.compile(
+        model, tokens, loss_fn, targets, activation_budget=0.5, backend="aot_eager", method="chen-greedy",
+        cache_dir=None,
+    )  # fmt: skip
+    step(tokens, targets).backward()
+    model.zero_grad(set_to_none=True)
+    measured = profiled_peak(lambda: step(tokens, targets).backward())
+    assert abs(measured - step.plan.emitted_peak) <= 0.01 * step.plan.emitted_peak

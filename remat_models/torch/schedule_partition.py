@@ -10,6 +10,12 @@ value after its last use, so the order that runs is the schedule's steps with la
 (:func:`last_use_frees`); it is simulated after every partition (``SchedulePlan.emitted_peak``). Random
 ops are not recomputable in the Graph and chained in program order (:func:`remat_models.torch.joint.joint_graph`
 with ``ordered``), so no plan redraws a dropout mask and draws keep eager's order.
+
+Before planning, the joint module gets the traced graph's treatment of multi-output ops (a Graph node frees
+its outputs together): convolution backwards are split into their input and parameter gradients
+(:func:`split_gradients`), and outputs that outlive the others are copied into their own nodes
+(:func:`~remat_models.torch.split.share_outputs`: a dropout's mask, so its output dies at its last reader).
+CPU convolutions' scratch buffers are measured into the Graph's workspace (:func:`with_workspace`).
 """
 
 from __future__ import annotations
@@ -42,7 +48,7 @@ from remat_models.torch.api import cached_plan
 from remat_models.torch.joint import FLOPS_PER_BYTE, JointGraph, as_partitioned, joint_graph
 from remat_models.torch.plan_cache import PlanCache
 from remat_models.torch.save_budget import SaveBudget
-from remat_models.torch.split import mask_position, split_by_mask
+from remat_models.torch.split import mask_position, share_outputs, split_by_mask
 
 log = logging.getLogger(__name__)
 STEP_KEY = "remat_step"  # meta key of an emitted op: the Compute, Offload or Prefetch step it runs
@@ -326,6 +332,7 @@ def partition_schedule(
     """
     as_partitioned(module)
     split_gradients(module)
+    share_outputs(module)
     joint = with_workspace(joint_graph(module, num_fwd_outputs, flops_per_byte=flops_per_byte, ordered=True))
     graph = joint.graph
     given = parse_budget(save_budget.budget, graph) if save_budget.activation is None else None  # type: ignore[arg-type]
