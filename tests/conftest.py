@@ -6,7 +6,6 @@ import fcntl
 import os
 import pickle
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -22,7 +21,7 @@ SHARED_DIR = Path(os.environ.get("REMAT_SHARED", Path(__file__).resolve().parent
 EXCLUSIVE_MODULES = (
     "test_auto",
     "test_time_limits",
-    "test_limits",
+    "test_limits_extreme_34",  # test_limits_bad_input marks its own timed test
     "test_interrupt",
     "test_block_options",
     "test_offload",
@@ -41,43 +40,74 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.exclusive)
 
 
-@contextmanager
-def _cpu_share(folder: Path, exclusive: bool) -> Iterator[None]:
-    """Shared (``exclusive=False``) or sole use of the machine among the xdist workers, by ``flock`` on two files.
+class CpuShare:
+    """This xdist worker's use of the machine: shared with the other workers or sole, by ``flock`` on two files.
 
-    A worker waiting for sole use holds the gate, so the others start no test meanwhile (no starvation).
+    A worker waiting for sole use holds the gate, so the others start no test meanwhile (no starvation). Sole use is
+    kept from one ``exclusive`` test to the next one of this worker, so a run of them (a module) waits once for the
+    other worker's current test to end instead of before each test.
     """
-    with open(folder / "gate.lock", "a") as gate, open(folder / "cpu.lock", "a") as cpu:
-        fcntl.flock(gate, fcntl.LOCK_EX)
+
+    def __init__(self, folder: Path) -> None:
+        self.gate = open(folder / "gate.lock", "a")  # noqa: SIM115 (held for the worker's life)
+        self.cpu = open(folder / "cpu.lock", "a")  # noqa: SIM115
+        self.exclusive: bool | None = None  # None: not held
+
+    def hold(self, exclusive: bool) -> None:
+        """Take the shared or sole use (sole use already held serves both)."""
+        if self.exclusive or self.exclusive == exclusive:
+            return
+        self.release()
+        fcntl.flock(self.gate, fcntl.LOCK_EX)
         try:
-            fcntl.flock(cpu, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+            fcntl.flock(self.cpu, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
         finally:
             if not exclusive:
-                fcntl.flock(gate, fcntl.LOCK_UN)
-        try:
-            yield
-        finally:
-            fcntl.flock(cpu, fcntl.LOCK_UN)  # explicit: a forked child may still hold the descriptions open
-            if exclusive:
-                fcntl.flock(gate, fcntl.LOCK_UN)
+                fcntl.flock(self.gate, fcntl.LOCK_UN)
+        self.exclusive = exclusive
+
+    def release(self) -> None:
+        """Give up what is held."""
+        if self.exclusive is None:
+            return
+        fcntl.flock(self.cpu, fcntl.LOCK_UN)  # explicit: a forked child may still hold the descriptions open
+        if self.exclusive:
+            fcntl.flock(self.gate, fcntl.LOCK_UN)
+        self.exclusive = None
+
+
+_NEXT_ITEM = pytest.StashKey[pytest.Item | None]()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Record each test's successor, which ``cpu_share`` reads to keep sole use for a next ``exclusive`` test."""
+    item.stash[_NEXT_ITEM] = nextitem
+    yield
+
+
+def _exclusive(item: pytest.Item | None) -> bool:
+    return item is not None and item.get_closest_marker("exclusive") is not None
 
 
 @pytest.fixture(scope="session")
-def cpu_share_dir(tmp_path_factory: pytest.TempPathFactory) -> Path | None:
-    """The folder of the xdist workers' locks (their common base folder); None without xdist."""
+def cpu_share_lock(tmp_path_factory: pytest.TempPathFactory) -> CpuShare | None:
+    """This worker's :class:`CpuShare` on the xdist workers' common base folder; None without xdist."""
     if "PYTEST_XDIST_WORKER" not in os.environ:
         return None
-    return tmp_path_factory.getbasetemp().parent
+    return CpuShare(tmp_path_factory.getbasetemp().parent)
 
 
 @pytest.fixture(autouse=True)
-def cpu_share(request: pytest.FixtureRequest, cpu_share_dir: Path | None) -> Iterator[None]:
+def cpu_share(request: pytest.FixtureRequest, cpu_share_lock: CpuShare | None) -> Iterator[None]:
     """Under xdist, an ``exclusive`` test runs alone; the others run side by side."""
-    if cpu_share_dir is None:
+    if cpu_share_lock is None:
         yield
         return
-    with _cpu_share(cpu_share_dir, request.node.get_closest_marker("exclusive") is not None):
-        yield
+    cpu_share_lock.hold(_exclusive(request.node))
+    yield
+    if not (_exclusive(request.node) and _exclusive(request.node.stash.get(_NEXT_ITEM, None))):
+        cpu_share_lock.release()
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -110,7 +140,7 @@ def numba_kernels_cached() -> None:
 
 
 @pytest.fixture(scope="session")
-def c1_auto_offload(cpu_share_dir: Path | None):
+def c1_auto_offload(cpu_share_lock: CpuShare | None):
     """``auto`` with C1's transfer model at 9 B (spec C1): one run, inspected by three tests (files: test_offload_zoo,
     test_offload_three_way, test_auto_members), each checking its own properties of it.
 
@@ -121,10 +151,9 @@ def c1_auto_offload(cpu_share_dir: Path | None):
 
     from remat_models.planning.plan import plan
 
-    if cpu_share_dir is None:
-        return plan(c1_graph(), 9, "auto", transfer=c1_transfer(), time_limit=20)
-    with _cpu_share(cpu_share_dir, exclusive=True):  # set up before the test's own share is taken
-        return plan(c1_graph(), 9, "auto", transfer=c1_transfer(), time_limit=20)
+    if cpu_share_lock is not None:  # set up before the test's own share is taken (or while sole use is kept)
+        cpu_share_lock.hold(exclusive=True)  # the first test using it, exclusive too, keeps it
+    return plan(c1_graph(), 9, "auto", transfer=c1_transfer(), time_limit=20)
 
 
 @pytest.fixture(scope="session", autouse=True)

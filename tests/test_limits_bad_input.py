@@ -223,6 +223,7 @@ def test_values_at_a_limit_without_an_incumbent_are_no_solution(spec: str) -> No
     assert result.status == SolveStatus.NO_SOLUTION and result.x is None and not result.values
 
 
+@pytest.mark.exclusive  # its outcome depends on time within a limit (tests/conftest.py)
 @pytest.mark.parametrize("backend", ["pyomo", "cvxpy"])
 def test_pyomo_and_cvxpy_hold_the_time_limit_and_fall_back_to_the_warm_start(backend: str) -> None:
     """Checkmate of a 199-node transformer: Pyomo took 6 s to build it and ran 15-30 s under a 5 s limit."""
