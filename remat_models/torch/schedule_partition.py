@@ -52,8 +52,10 @@ from remat_models.torch.split import mask_position, share_outputs, split_by_mask
 
 log = logging.getLogger(__name__)
 STEP_KEY = "remat_step"  # meta key of an emitted op: the Compute, Offload or Prefetch step it runs
-aten = torch.ops.aten
-WORKSPACE_OPS = (aten.convolution.default, aten.convolution_backward.default)  # kernels with scratch buffers
+WORKSPACE_OPS = frozenset(  # ops with scratch buffers: convolutions, inductor's max-pool prims (ATen ops inside)
+    ("aten::convolution", "aten::convolution_backward", "prims::_low_memory_max_pool_with_offsets",
+     "prims::_low_memory_max_pool_offsets_to_indices")
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -239,6 +241,11 @@ def split_gradients(module: fx.GraphModule) -> int:
     return split
 
 
+def _has_scratch(node: fx.Node) -> bool:
+    """Whether ``node`` calls one of :data:`WORKSPACE_OPS`."""
+    return isinstance(node.target, torch._ops.OpOverload) and node.target.name() in WORKSPACE_OPS
+
+
 def _fake_args(node: fx.Node) -> tuple[Any, Any]:
     """The fake values of a call's arguments and keyword arguments."""
     return fx.node.map_arg((node.args, node.kwargs), lambda source: source.meta.get("val"))
@@ -263,7 +270,7 @@ def _real(value: object) -> object:
 
 
 def measured_workspace(nodes: Sequence[fx.Node]) -> list[int]:
-    """Scratch bytes each CPU convolution (forward or backward) of ``nodes`` allocates and frees; 0 for the rest.
+    """Scratch bytes each CPU op of :data:`WORKSPACE_OPS` in ``nodes`` allocates and frees; 0 for the rest.
 
     Each distinct call (op, argument shapes and strides) runs once on real zeros (outside the partitioner's fake
     mode) under the profiler: its scratch is
@@ -273,7 +280,7 @@ def measured_workspace(nodes: Sequence[fx.Node]) -> list[int]:
     calls: dict[str, fx.Node] = {}
     for node in nodes:
         tensors = [t for t in pytree.tree_leaves(_fake_args(node)) if isinstance(t, torch.Tensor)]
-        if node.target in WORKSPACE_OPS and all(t.device.type == "cpu" for t in tensors):
+        if _has_scratch(node) and all(t.device.type == "cpu" for t in tensors):
             calls.setdefault(_signature(node), node)
     if not calls:
         return [0] * len(nodes)
@@ -295,7 +302,7 @@ def measured_workspace(nodes: Sequence[fx.Node]) -> list[int]:
             live += event.nbytes()
             peak = max(peak, live)
         scratch[key] = peak - live
-    return [scratch.get(_signature(node), 0) if node.target in WORKSPACE_OPS else 0 for node in nodes]
+    return [scratch.get(_signature(node), 0) if _has_scratch(node) else 0 for node in nodes]
 
 
 def _start(event: Any) -> int:
