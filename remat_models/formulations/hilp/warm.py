@@ -23,6 +23,7 @@ from remat_models.core.impls import step_impl
 from remat_models.core.schedule import TRANSFER_STEPS, Compute, Schedule, SimulationResult, lift_schedule, simulate
 from remat_models.formulations.hilp.alternatives import local_run, once_ok
 from remat_models.formulations.hilp.local import LocalGraph
+from remat_models.heuristics.fastsa.solver import PAPER_ITERATIONS
 from remat_models.heuristics.registry import run_heuristic
 
 log = logging.getLogger(__name__)
@@ -30,6 +31,7 @@ log = logging.getLogger(__name__)
 WARM_SHARE = 0.15  # of a total time limit: the most a FastSA warm start of the hierarchical solve may take
 WARM_SECONDS = 10.0  # ... and at most this many seconds (FastSA's own limit without a total one)
 FASTSA_SETUP_SECONDS_PER_NODE = 1.5e-4  # FastSA's time beyond its limit: 0.9-1.8 s on the 9,607-node transformer
+FASTSA_ATTEMPTS_PER_NODE = 20_000  # stage 2's attempts per node, up to the paper's 2M (a 24-node chain: 1.5 s of 2M)
 
 
 class Start(NamedTuple):
@@ -63,7 +65,9 @@ def fitting_starts(
     started = time.perf_counter()
     view = graph.default_view()  # with implementations: FastSA plans the default ones (edges: their reads only)
     stop = stop_event()  # SIGINT/SIGTERM: FastSA ends with its best so far
-    schedule = run_heuristic("fastsa", view, budget, seed=seed, time_limit=max(0.1, seconds), stop=stop)[0]
+    options = {"iterations": (PAPER_ITERATIONS[0], min(PAPER_ITERATIONS[1], FASTSA_ATTEMPTS_PER_NODE * view.n))}
+    limit = max(0.1, seconds)
+    schedule = run_heuristic("fastsa", view, budget, seed=seed, time_limit=limit, options=options, stop=stop)[0]
     if view is not graph:
         schedule = lift_schedule(graph, schedule)
     simulation = simulate(graph, schedule)
