@@ -154,7 +154,7 @@ def test_solve_defaults_to_auto_and_checks_its_options(tmp_path: Path) -> None:
     out = tmp_path / "plan.json"
     bad = remat("solve", EXAMPLE, "-b", "80%", "-O", "bogus=1")
     assert bad.returncode == 1 and "-O bogus is not an option of auto" in bad.stderr
-    run = remat("solve", EXAMPLE, "-b", "80%", "--time-limit", "20", "-O", "checkmate_nodes=0", "-o", out)
+    run = remat("solve", EXAMPLE, "-b", "80%", "--time-limit", "8", "-O", "checkmate_nodes=0", "-o", out)
     assert run.returncode == 0, run.stderr
     assert json.loads(out.read_text())["metadata"]["method"] == "auto"
     assert simulate(graph, read_schedule(out, graph)).peak <= int(0.8 * input_order_peak(graph))
