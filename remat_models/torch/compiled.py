@@ -11,6 +11,7 @@ leave them alone (inductor: ``fallback_random``), so dropout masks are eager's u
 
 from __future__ import annotations
 
+import functools
 import logging
 import operator
 import types
@@ -258,9 +259,16 @@ class SaveSetPartitioner(CustomPartitionerFn):
         return self.key
 
 
-def _decompositions() -> dict[Any, Any]:
-    """Inductor's decompositions without those of random ops (their eager kernels draw eager's numbers).
+KEPT_OPS = frozenset((torch.ops.aten.gelu.default, torch.ops.aten.gelu_backward.default))
+"""Ops kept whole on both backends (inductor falls back to their ATen kernels): decomposed, GELU's forward and
+backward keep several activation-sized temporaries alive; the zoo ViT's least joint-graph peak was 11.57 MB
+with them decomposed, 8.37 MB without (the traced graph's: 8.38 MB)."""
 
+
+def _decompositions() -> dict[Any, Any]:
+    """Inductor's decompositions without those of random ops and :data:`KEPT_OPS`, for both backends.
+
+    Random ops keep their eager kernels, which draw eager's numbers (inductor: ``fallback_random``).
     ``torch._inductor.lowering`` is imported for them: the max-pool decomposition reads it, and in a process
     that has not imported it (aot_eager only) a ResNet failed with "module 'torch._inductor' has no attribute
     'lowering'".
@@ -269,13 +277,22 @@ def _decompositions() -> dict[Any, Any]:
     from torch._inductor.decomposition import select_decomp_table
 
     table = select_decomp_table().items()
-    return {op: fn for op, fn in table if torch.Tag.nondeterministic_seeded not in getattr(op, "tags", ())}
+    random = torch.Tag.nondeterministic_seeded
+    return {op: fn for op, fn in table if op not in KEPT_OPS and random not in getattr(op, "tags", ())}
 
 
-def save_set_backend(partitioner: SaveSetPartitioner, backend: Backend) -> Callable[..., Any] | str:
-    """A ``torch.compile`` backend partitioning with ``partitioner``: inductor, or AOTAutograd with no compiler."""
+def save_set_backend(
+    partitioner: SaveSetPartitioner, backend: Backend, options: dict[str, Any] | None = None
+) -> Callable[..., Any]:
+    """A ``torch.compile`` backend partitioning with ``partitioner``: inductor (config ``options``) or AOTAutograd.
+
+    AOTAutograd runs no compiler (``aot_eager``); both decompose with :func:`_decompositions`.
+    """
     if backend == "inductor":
-        return "inductor"
+        from torch._inductor.compile_fx import compile_fx
+
+        patches = {**(options or {}), "custom_partitioner_fn": partitioner}
+        return functools.partial(compile_fx, config_patches=patches, decompositions=_decompositions())
     nop = get_nop_func()  # as PyTorch's aot_eager_decomp_partition: boxed, so saved values die at their last use
     return aot_autograd(
         fw_compiler=nop,
@@ -313,10 +330,8 @@ class CompiledStep:
         # A code object of its own: dynamo caches compiled graphs per code object, so another CompiledStep of
         # the same shapes would reuse this one's partition, and past dynamo's recompile limit run eagerly.
         step = types.FunctionType(step.__code__.replace(), step.__globals__, step.__name__, None, step.__closure__)
-        inductor = backend == "inductor"
-        options = {"custom_partitioner_fn": self.partitioner, "fallback_random": True} if inductor else None
-        backend_fn = save_set_backend(self.partitioner, backend)
-        self.compiled = torch.compile(step, backend=backend_fn, options=options, dynamic=False)  # a plan per shape
+        backend_fn = save_set_backend(self.partitioner, backend, {"fallback_random": True})
+        self.compiled = torch.compile(step, backend=backend_fn, dynamic=False)  # a plan per shape
 
     @property
     def plan(self) -> SavePlan | SchedulePlan | None:

@@ -1,4 +1,8 @@
-"""Map a traced step to a Graph: one node per storage-creating op; views and aliases are inlined."""
+"""Map a traced step to a Graph: one node per storage-creating op; views and aliases are inlined.
+
+A node's workspace is its outputs nothing reads and, where asked for, its kernel's scratch on the CPU
+(:func:`~remat_models.torch.workspace.measured_workspace`).
+"""
 
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ from remat_models.torch.guards import storage_key
 from remat_models.torch.ops import is_random, is_write_back, tensors_of
 from remat_models.torch.split import is_kept_copy
 from remat_models.torch.trace import TracedStep
+from remat_models.torch.workspace import measured_workspace
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +51,7 @@ class TorchGraph:
     kept_outputs: dict[fx.Node, tuple[bool, ...]]  # per COMPUTE node: which (top-level) outputs stay resident
     loss_node: fx.Node
     grad_nodes: tuple[fx.Node | None, ...]  # per parameter
+    scratch: tuple[int, ...]  # per Graph node: its kernel's scratch bytes, in its workspace (0 where not measured)
 
     @property
     def fixed_mem(self) -> int:
@@ -94,8 +100,13 @@ def classify(traced: TracedStep) -> tuple[dict[fx.Node, Role], dict[StorageWeakR
     return roles, owner
 
 
-def to_graph(traced: TracedStep, cost: dict[fx.Node, float] | Callable[[fx.Node], float]) -> TorchGraph:
-    """Build the Graph of ``traced`` with per-node ``cost`` (a mapping or a function of the FX node)."""
+def to_graph(
+    traced: TracedStep, cost: dict[fx.Node, float] | Callable[[fx.Node], float], *, scratch: bool = False
+) -> TorchGraph:
+    """Build the Graph of ``traced`` with per-node ``cost`` (a mapping or a function of the FX node).
+
+    ``scratch``: measure the kernels' scratch bytes on the CPU into the workspace (``TorchGraph.scratch``).
+    """
     roles, owner = classify(traced)
     nodes = [node for node in traced.module.graph.nodes if roles.get(node) in (Role.COMPUTE, Role.WRITE_BACK)]
     index = {node: i for i, node in enumerate(nodes)}
@@ -113,12 +124,12 @@ def to_graph(traced: TracedStep, cost: dict[fx.Node, float] | Callable[[fx.Node]
     device = _device(traced)
     nbytes = size_model(device)
 
-    mem, workspace, kept, edges = [], [], {}, set()
+    kernel = measured_workspace(nodes) if scratch else [0] * len(nodes)
+    mem, workspace, kept, edges = [], list(kernel), {}, set()
     for v, node in enumerate(nodes):
         if roles[node] is Role.WRITE_BACK:
             source = node.meta["val"]
             mem.append(nbytes(source.numel() * source.element_size()))
-            workspace.append(0)
         else:
             stay, drop = 0, 0
             seen: set[StorageWeakRef] = set()
@@ -133,7 +144,7 @@ def to_graph(traced: TracedStep, cost: dict[fx.Node, float] | Callable[[fx.Node]
             flags = [isinstance(item, torch.Tensor) and storage_key(item) in used for item in items]
             kept[node] = tuple(flags)
             mem.append(stay)
-            workspace.append(drop)
+            workspace[v] += drop  # outputs nothing reads: freed as the op ends
         for key in deps.reads(node):
             source = owner[key]
             if source is not None and source is not node:
@@ -157,7 +168,7 @@ def to_graph(traced: TracedStep, cost: dict[fx.Node, float] | Callable[[fx.Node]
         name=traced.name,
     )
     log.info("graph %s: %d nodes, %d edges, fixed %d B", graph.name, graph.n, graph.m, graph.fixed_mem)
-    return TorchGraph(graph, traced, tuple(nodes), roles, kept, loss_node, grad_nodes)
+    return TorchGraph(graph, traced, tuple(nodes), roles, kept, loss_node, grad_nodes, tuple(kernel))
 
 
 class _Reads:
