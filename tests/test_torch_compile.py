@@ -17,7 +17,7 @@ from torch_steps import seeded_grads  # noqa: E402
 import remat_models.torch as rt  # noqa: E402
 from remat_models.core.schedule import input_order_peak, simulate  # noqa: E402
 from remat_models.errors import ConfigurationError, GraphError, InputTypeError  # noqa: E402
-from remat_models.heuristics.saveset import saveset_schedule, saveset_search  # noqa: E402
+from remat_models.heuristics.saveset import saveset_range, saveset_schedule, saveset_search  # noqa: E402
 from remat_models.torch.ops import is_random  # noqa: E402
 from remat_models.torch.save_budget import eager_peak  # noqa: E402
 from remat_models.torch.validate import profiled_peak  # noqa: E402
@@ -80,12 +80,12 @@ def test_partitioner_order_fits_the_budget_and_keeps_random_values(compiled, sha
 
 
 def test_budget_one_is_never_above_eager(gpt2, compiled) -> None:
-    """1 is eager's peak (simulated on the traced step; the joint graph's own orders peak higher), measured too."""
+    """1 is eager's peak (simulated on the traced step), or saving every forward value where that peaks lower (with
+    GELU kept whole, it does here); measured at or below eager's too."""
     model, tokens, targets, loss_fn, _ = gpt2
     eager = eager_peak(rt.extract(model, tokens, loss_fn, targets).graph)
     plan = compiled[1].plan
-    assert plan.budget == eager and plan.emitted_peak <= eager
-    assert input_order_peak(plan.joint.graph) > eager
+    assert plan.budget == min(eager, saveset_range(plan.joint.graph)[1]) and plan.emitted_peak <= eager
     measured = {}
     for name, run in (
         ("eager", lambda: loss_fn(model(tokens), targets)),
