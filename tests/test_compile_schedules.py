@@ -93,13 +93,11 @@ def test_bad_methods_are_configuration_errors(mlp, method: str, transfer, messag
         )
 
 
-@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
-def test_gelu_runs_whole_on_both_backends(mlp, backend: str) -> None:
-    """GELU and its backward are not decomposed (inductor falls back to their kernels); gradients are eager's."""
+def test_gelu_runs_whole_with_aot_eager(mlp) -> None:
+    """GELU and its backward are not decomposed; gradients are eager's (inductor: test_torch_compile's one compile)."""
     model, inputs, targets, loss_fn, (eager_loss, eager_grads) = mlp
-    step = rt.compile(
-        model, inputs, loss_fn, targets, activation_budget=0.0, backend=backend, method="chen-greedy", cache_dir=None
-    )
+    settings = dict(activation_budget=0.0, backend="aot_eager", method="chen-greedy", cache_dir=None)
+    step = rt.compile(model, inputs, loss_fn, targets, **settings)
     loss, grads = seeded_grads(model, lambda: step(inputs, targets))
     torch.testing.assert_close(loss, eager_loss)
     for got, want in zip(grads, eager_grads, strict=True):
