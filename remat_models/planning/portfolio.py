@@ -26,8 +26,9 @@ The portfolio (:mod:`remat_models.planning.portfolio_worker` runs its members) s
 Each member's schedule is simulated here as it arrives; once an exact member has proved its schedule
 optimal and FastSA's first run has reported (FastSA reorders, so it can beat an optimum of the input
 order), the FastSA and exact workers are stopped (the offload planner goes on), and at the deadline every
-worker still running. ``auto`` returns the cheapest schedule within the budget (else the lowest peak) and
-the best lower bound on cost any member proved.
+worker still running. Given ``target`` (``plan()``'s lower bound on cost for every schedule), a fitting schedule
+that reaches it ends the run at once: nothing is cheaper. ``auto`` returns the cheapest schedule within the budget
+(else the lowest peak) and the best lower bound on cost any member proved.
 """
 
 from __future__ import annotations
