@@ -281,6 +281,21 @@ def _decompositions() -> dict[Any, Any]:
     return {op: fn for op, fn in table if op not in KEPT_OPS and random not in getattr(op, "tags", ())}
 
 
+@functools.cache
+def _register_kept_fallbacks() -> None:
+    """Lower :data:`KEPT_OPS` to their ATen kernels in inductor, explicitly.
+
+    Left to inductor's implicit fallback, an op that has a decomposition fails when the environment sets ``CI``
+    ("make_fallback(aten.gelu.default): a decomposition exists, we should switch to it"). The registration is
+    process-wide and harmless elsewhere: other compiles decompose these ops before lowering.
+    """
+    from torch._inductor.lowering import lowerings, make_fallback
+
+    for op in KEPT_OPS:
+        if op not in lowerings:
+            make_fallback(op, warn=False, override_decomp=True)
+
+
 def save_set_backend(
     partitioner: SaveSetPartitioner, backend: Backend, options: dict[str, Any] | None = None
 ) -> Callable[..., Any]:
@@ -291,6 +306,7 @@ def save_set_backend(
     if backend == "inductor":
         from torch._inductor.compile_fx import compile_fx
 
+        _register_kept_fallbacks()
         patches = {**(options or {}), "custom_partitioner_fn": partitioner}
         return functools.partial(compile_fx, config_patches=patches, decompositions=_decompositions())
     nop = get_nop_func()  # as PyTorch's aot_eager_decomp_partition: boxed, so saved values die at their last use
