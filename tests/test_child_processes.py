@@ -151,7 +151,8 @@ def test_a_killed_minizinc_solve_leaves_no_solver_and_no_temporary_files(tmp_pat
         until = time.monotonic() + 60.0
         while time.monotonic() < until:
             members = list(descendants(solve.pid))
-            if any("fzn-" in _command(pid) for pid in members):
+            # the solve's fzn- solver (in its deadline child's folder), not solver_problem's probe run before it
+            if any("fzn-" in _command(pid) and _tmpdir(pid) for pid in members):
                 break
             time.sleep(0.2)
         else:

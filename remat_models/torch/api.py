@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import logging
 import math
@@ -91,7 +92,9 @@ def extract(
     torch_graph = to_graph(traced, flop_cost)
     if cost == "time":
         fixed = fixed_tensors(model, traced, example_inputs, example_targets)
-        torch_graph = to_graph(traced, Executor(torch_graph).measure_times(fixed, repeats))
+        times = Executor(torch_graph).measure_times(fixed, repeats)
+        graph = torch_graph.graph.replaced(cost=[times[node] for node in torch_graph.fx_nodes])
+        torch_graph = dataclasses.replace(torch_graph, graph=graph)
     return torch_graph
 
 

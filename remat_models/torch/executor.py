@@ -153,8 +153,8 @@ class Executor:
                     v = step.node
                     if isinstance(step, Compute):
                         value = self._compute(v, values, env, step.impl, copies)
-                        if track:
-                            timeline[k] = live.with_new(value)
+                        if track:  # the kernel's scratch was live while it ran, as the Graph's workspace says
+                            timeline[k] = live.with_new(value) + tg.scratch[v]
                         value = self._keep(v, value)
                         env[v] = value
                         if track:

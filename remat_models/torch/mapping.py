@@ -1,6 +1,6 @@
 """Map a traced step to a Graph: one node per storage-creating op; views and aliases are inlined.
 
-A node's workspace is its outputs nothing reads and, where asked for, its kernel's scratch on the CPU
+A node's workspace is its outputs nothing reads and its kernel's scratch on the CPU
 (:func:`~remat_models.torch.workspace.measured_workspace`).
 """
 
@@ -101,11 +101,13 @@ def classify(traced: TracedStep) -> tuple[dict[fx.Node, Role], dict[StorageWeakR
 
 
 def to_graph(
-    traced: TracedStep, cost: dict[fx.Node, float] | Callable[[fx.Node], float], *, scratch: bool = False
+    traced: TracedStep, cost: dict[fx.Node, float] | Callable[[fx.Node], float], *, scratch: bool = True
 ) -> TorchGraph:
     """Build the Graph of ``traced`` with per-node ``cost`` (a mapping or a function of the FX node).
 
-    ``scratch``: measure the kernels' scratch bytes on the CPU into the workspace (``TorchGraph.scratch``).
+    ``scratch``: measure the kernels' scratch bytes on the CPU into the workspace (``TorchGraph.scratch``; the
+    executor counts them at each Compute). Off, a CNN's measured peak is above the Graph's by up to a
+    convolution's im2col buffer.
     """
     roles, owner = classify(traced)
     nodes = [node for node in traced.module.graph.nodes if roles.get(node) in (Role.COMPUTE, Role.WRITE_BACK)]
