@@ -24,6 +24,7 @@ from remat_models.heuristics.saveset import (  # noqa: E402
     saveset_range,
     saveset_schedule,
 )
+from remat_models.torch.sac import candidate_levels  # noqa: E402
 from remat_models.torch.validate import profiled_peak  # noqa: E402
 
 torch.set_num_threads(1)
@@ -137,3 +138,44 @@ def test_each_region_replays_just_before_the_backward_first_reads_it() -> None:
     assert sequence == ["x", "a0", "a1", "b0", "b1", "loss", "b0", "gb1", "gb0", "a0", "ga1", "ga0"]
     everything = np.arange(5)  # nothing dropped: no replay
     assert len(replay_sequence(graph, everything, regions=regions)) == graph.n
+
+
+
+def test_batch_norm_regions_replay_without_touching_the_running_statistics() -> None:
+    """Batch norm matches eager's ``native_batch_norm``, so its regions can drop values; a replay leaves the
+    buffers as eager's step leaves them, gradients are bit-identical and the measured peak is the predicted one."""
+    model, images, labels, loss_fn = models.resnet()
+    model.train()
+    start = {name: buffer.clone() for name, buffer in model.named_buffers()}
+    eager_loss, eager_grads = seeded_grads(model, lambda: loss_fn(model(images), labels))
+    eager_buffers = {name: buffer.clone() for name, buffer in model.named_buffers()}
+    eager_peak = _measured(model, images, labels, loss_fn, model)
+    plan = rt.sac_plan(model, images, loss_fn, labels, activation_budget=0.0)
+    assert plan.blocks, "no region was worth checkpointing"
+    with torch.no_grad():
+        for name, buffer in model.named_buffers():
+            buffer.copy_(start[name])
+    run = rt.checkpointed(model, plan)
+    loss, grads = seeded_grads(model, lambda: loss_fn(run(images), labels))
+    assert torch.equal(loss, eager_loss) and plan.unmatched == 0
+    assert all(torch.equal(got, want) for got, want in zip(grads, eager_grads, strict=True))
+    for name, buffer in model.named_buffers():
+        assert torch.equal(buffer, eager_buffers[name]), f"{name} differs from eager's after one step"
+    predicted = plan.predicted_peak - plan.torch_graph.fixed_mem
+    measured = _measured(model, images, labels, loss_fn, run)
+    assert measured <= predicted * 1.01 and measured < eager_peak
+
+
+def test_default_regions_go_one_level_finer_where_blocks_repeat_inside() -> None:
+    """A Hugging Face ResNet's stages hold a Sequential of conv layers: the finer level is a candidate."""
+    pytest.importorskip("transformers")
+    spec = importlib.util.spec_from_file_location("remat_example_zoo_sac", MODELS_FILE.parent / "zoo.py")
+    zoo = importlib.util.module_from_spec(spec)
+    sys.modules["remat_example_zoo_sac"] = zoo
+    spec.loader.exec_module(zoo)
+    model = zoo.resnet(size="tiny")[0]
+    coarse, fine = candidate_levels(model)
+    assert coarse == list(model.resnet.encoder.stages)
+    assert len(fine) > len(coarse) and all(type(block).__name__ == "ResNetConvLayer" for block in fine)
+    gpt2 = models.gpt2(batch=1)[0]
+    assert candidate_levels(gpt2) == [list(gpt2.blocks)]  # a transformer block holds no repeated children
