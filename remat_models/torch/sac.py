@@ -50,7 +50,10 @@ MIN_GAIN = 0.01
 """A plan runs eagerly unless its predicted peak is this share of eager's activation bytes below eager's: a
 checkpointed region costs its replay's time (on the zoo ResNet, 1.6 x eager's step for 0.05 % less memory)."""
 
-EAGER_FORMS = {"_native_batch_norm_legit_functional": ("native_batch_norm", 3)}
+EAGER_FORMS = {
+    "_native_batch_norm_legit_functional": ("native_batch_norm", 3),  # training: eager updates the buffers in place
+    "_native_batch_norm_legit_no_training": ("native_batch_norm", 3),
+}
 """Traced functional op -> (the op eager dispatches instead, how many of the traced outputs it returns)."""
 
 Shapes = tuple[tuple[int, ...], ...]
