@@ -114,6 +114,7 @@ class SacPlan:
     mutated: list[set[Key]] = field(repr=False)  # per block: outputs written in place later in eager, never cached
     unmatched: int = 0  # ops of the latest step the trace did not show at their place (saved)
     candidates: list[nn.Module] = field(default_factory=list, repr=False)  # the regions the search was given
+    restored: list[list[str]] = field(default_factory=list, repr=False)  # per block: buffers its forward writes
 
     def policy(self, block: int = 0) -> Callable[..., CheckpointPolicy]:
         """A policy function for one checkpointed forward of ``blocks[block]`` (it counts the op calls it sees)."""
@@ -135,11 +136,12 @@ class SacPlan:
     def context_fn(self, block: int = 0) -> tuple[Any, Any]:
         """``context_fn`` for ``torch.utils.checkpoint.checkpoint(blocks[block], ..., use_reentrant=False)``.
 
-        The replay restores the block's buffers as it ends: a replayed batch norm would otherwise update its
-        running statistics (and count its batches) a second time.
+        The replay restores the buffers the block's forward writes as it ends: a replayed batch norm would
+        otherwise update its running statistics (and count its batches) a second time.
         """
         caching, cached = create_selective_checkpoint_contexts(self.policy(block))
-        return caching, _restoring(cached, list(self.blocks[block].buffers()))
+        named = dict(self.blocks[block].named_buffers())
+        return caching, _restoring(cached, [named[name] for name in self.restored[block]])
 
 
 @contextmanager
@@ -380,6 +382,9 @@ def _plan_in(
         saved, regions, peak = _settled(graph, choice.saved, candidates, active)
     decisions, mutated, _ = _per_block(recorder, _decisions(torch_graph, keys, saved), len(chosen))
     picked = [chosen[k] for k in active]
+    written = _written_buffers(torch_graph)
+    prefix = {id(module): f"{name}." if name else "" for name, module in model.named_modules()}
+    restored = [[name for name, _ in block.named_buffers() if prefix[id(block)] + name in written] for block in picked]
     return SacPlan(
         torch_graph,
         bytes_,
@@ -390,7 +395,17 @@ def _plan_in(
         [decisions[k] for k in active],
         [mutated[k] for k in active],
         candidates=chosen,
+        restored=restored,
     )
+
+
+def _written_buffers(torch_graph: TorchGraph) -> frozenset[str]:
+    """Qualified names of the buffers the traced step writes (its write-back nodes' targets)."""
+    traced = torch_graph.traced
+    slots = {node: k for k, node in enumerate(n for n in traced.module.graph.nodes if n.op == "placeholder")}
+    first = len(traced.param_names)
+    written = (slots[node.args[0]] - first for node, role in torch_graph.roles.items() if role is Role.WRITE_BACK)
+    return frozenset(traced.buffer_names[k] for k in written if 0 <= k < len(traced.buffer_names))
 
 
 def _dropping(graph: Graph, saved: np.ndarray, regions: Regions) -> list[int]:
