@@ -140,21 +140,14 @@ class SacPlan:
         otherwise update its running statistics (and count its batches) a second time.
         """
         caching, cached = create_selective_checkpoint_contexts(self.policy(block))
-        named = dict(self.blocks[block].named_buffers())
-        return caching, _restoring(cached, [named[name] for name in self.restored[block]])
+        return caching, _restoring(cached, self.blocks[block], self.restored[block])
 
 
 @contextmanager
-def _restoring(context: Any, buffers: list[torch.Tensor]) -> Iterator[None]:
-    """``context``, with ``buffers`` put back as they were when it ends (however it ends)."""
-    before = [buffer.clone() for buffer in buffers]
-    try:
-        with context:
-            yield
-    finally:
-        with torch.no_grad():
-            for buffer, value in zip(buffers, before, strict=True):
-                buffer.copy_(value)
+def _restoring(context: Any, block: nn.Module, names: list[str]) -> Iterator[None]:
+    """``context``, with the buffers ``names`` of ``block`` (and the RNG state) put back when it ends."""
+    with undone(block, names), context:
+        yield
 
 
 def _kept_for_backward(graph: Graph, saved: np.ndarray, regions: Regions | None) -> frozenset[int]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -76,14 +76,15 @@ def eager_peak(traced: Graph) -> int:
 
 
 @contextmanager
-def undone(model: nn.Module) -> Iterator[None]:
-    """Run a trial step: the global RNG state and ``model``'s buffers are restored afterwards."""
+def undone(model: nn.Module, names: Collection[str] | None = None) -> Iterator[None]:
+    """Run a trial step: the global RNG state and ``model``'s buffers (those ``names``, if given) are restored."""
     rng = torch.random.get_rng_state()
-    buffers = {name: b.clone() for name, b in model.named_buffers()}
+    buffers = {name: b.clone() for name, b in model.named_buffers() if names is None or name in names}
     try:
         yield
     finally:
         torch.random.set_rng_state(rng)
         with torch.no_grad():
             for name, value in model.named_buffers():
-                value.copy_(buffers[name])
+                if name in buffers:
+                    value.copy_(buffers[name])
