@@ -140,7 +140,6 @@ def test_each_region_replays_just_before_the_backward_first_reads_it() -> None:
     assert len(replay_sequence(graph, everything, regions=regions)) == graph.n
 
 
-
 def test_batch_norm_regions_replay_without_touching_the_running_statistics() -> None:
     """Batch norm matches eager's ``native_batch_norm``, so its regions can drop values; a replay leaves the
     buffers as eager's step leaves them, gradients are bit-identical and the measured peak is the predicted one."""
