@@ -32,6 +32,7 @@ from remat_models.planning.methods import resolve_method
 from remat_models.planning.plan import PlanResult, PlanStatus
 from remat_models.planning.plan import plan as plan_graph
 from remat_models.torch.compiled_step import GeneratedStep, supports
+from remat_models.torch.copies_first import copies_first
 from remat_models.torch.costs import CostModel, check_cost_model, flop_cost
 from remat_models.torch.executor import Executor, StepResult
 from remat_models.torch.mapping import TorchGraph, to_graph
@@ -122,7 +123,9 @@ class RematStep:
 
     The schedule runs as generated straight-line code (:class:`GeneratedStep`) unless ``compiled=False``,
     ``track=True`` (the interpreter, which records live bytes at every step) or the schedule has steps
-    the generated code does not take (Offload/Prefetch, alternative implementations).
+    the generated code does not take (Offload/Prefetch, alternative implementations). It runs with its kept
+    copies right after their ops and every value freed at its last use (:func:`copies_first`) where that
+    peaks no higher: ``self.schedule``, simulated as ``self.simulation``.
     """
 
     def __init__(
@@ -137,7 +140,9 @@ class RematStep:
                 f"the plan is for graph {self.plan_result.graph_name!r} ({self.plan_result.graph_hash[:12]}), "
                 f"not for {torch_graph.graph.name!r} ({torch_graph.graph.content_hash[:12]})"
             )
-        self.schedule = schedule.schedule if isinstance(schedule, PlanResult) else schedule
+        given = schedule.schedule if isinstance(schedule, PlanResult) else schedule
+        self.executor.check(given)
+        self.schedule = copies_first(torch_graph, given)
         self.simulation = self.executor.check(self.schedule)
         self.generated = GeneratedStep(torch_graph, self.schedule) if compiled and supports(self.schedule) else None
         self.last: StepResult | None = None
