@@ -157,8 +157,9 @@ def test_closure_lp_never_above_the_brute_force_optimum(graph: Graph) -> None:
             continue
         extra = found.cost - graph.total_cost
         for p in scan.pivots():
-            proved = scan.closure_extra(p, budget, 1.0)
-            assert proved <= extra * (1 + EPS) + EPS, (graph.name, budget, graph.names[p], proved, extra)
+            for integral in (False, True):
+                proved = scan.closure_extra(p, budget, 1.0, integral=integral)
+                assert proved <= extra * (1 + EPS) + EPS, (graph.name, budget, graph.names[p], integral, proved, extra)
         _check(graph, budget, found.cost, simulate(graph, found.schedule).peak)
 
 
@@ -171,8 +172,8 @@ def test_the_closure_lp_is_stronger_than_the_cut() -> None:
             if found is None:
                 continue
             bound = cost_lower_bound(graph, budget)
-            stronger += bound.method == "closure"
-            exact += bound.method == "closure" and bound.value >= found.cost * (1 - 1e-6) > graph.total_cost
+            stronger += bound.method.startswith("closure")
+            exact += bound.method.startswith("closure") and bound.value >= found.cost * (1 - 1e-6) > graph.total_cost
     assert stronger >= 15 and exact >= 3, (stronger, exact)
 
 
@@ -247,7 +248,7 @@ def test_zoo_transformers_at_a_quarter_prove_recomputation(name: str) -> None:
     graph = read_graph(ZOO / f"{name}.json")
     budget = parse_budget("25%", graph)
     bound = cost_lower_bound(graph, budget, time_limit=5.0)
-    assert bound.tdi > 0 and bound.method in ("loss-cut", "cut", "closure")
+    assert bound.tdi > 0 and bound.method in ("loss-cut", "cut", "closure", "closure-mip")
     for sim in _heuristic_schedules(graph, budget):
         _check(graph, budget, sim.total_cost, sim.peak)
 
@@ -258,7 +259,7 @@ def test_zoo_closure_bound_never_above_the_best_plans(name: str) -> None:
     graph = read_graph(ZOO / f"{name}.json")
     budget = parse_budget("50%", graph)
     bound = cost_lower_bound(graph, budget, time_limit=0.5)
-    assert bound.method == "closure" and bound.tdi > 0.5
+    assert bound.method.startswith("closure") and bound.tdi > 0.5
     schedules = [run_heuristic("saveset", graph, budget)[0], run_heuristic("fastsa", graph, budget, time_limit=1.0)[0]]
     fitting = [sim for sim in (simulate(graph, schedule) for schedule in schedules) if sim.peak <= budget]
     assert fitting
@@ -311,12 +312,12 @@ def test_plans_carry_the_bounds_and_the_solver_bound_stays() -> None:
     assert result.peak_lower_bound is not None and result.peak_lower_bound.value <= result.simulation.peak
     details = result.metadata()
     assert details["peak_lower_bound"] == result.peak_lower_bound.value
-    assert result.lower_bound is not None and result.lower_bound.method == "closure"
+    assert result.lower_bound is not None and result.lower_bound.method.startswith("closure")
     if result.simulation.peak <= budget:
         assert result.lower_bound.value <= result.simulation.total_cost * (1 + EPS)
         assert details["lower_bound"] == result.lower_bound.value and details["lower_bound_at"]
         assert 0 <= details["lower_bound_gap"] == result.lower_bound_gap < 1
-        assert details["lower_bound_method"] == "closure"
+        assert details["lower_bound_method"] == result.lower_bound.method
     small = tiny_unet()
     budget = small.lower_bound + 1
     solved = plan(small, budget, "checkmate/highs", time_limit=20)
@@ -362,7 +363,7 @@ def test_remat_solve_prints_the_bounds_and_refuses_below_the_peak_bound(tmp_path
     assert "lower bounds for every schedule" in vit.stdout
     written = json.loads(out.read_text())
     meta = written.get("metadata", written)
-    assert meta["lower_bound_method"] == "closure" and meta["lower_bound_gap"] > 0 and meta["peak_lower_bound"] > 0
+    assert meta["lower_bound_method"].startswith("closure") and meta["lower_bound_gap"] > 0 and meta["peak_lower_bound"] > 0
 
 
 def test_auto_reports_the_bound_and_what_proved_it() -> None:
@@ -371,7 +372,7 @@ def test_auto_reports_the_bound_and_what_proved_it() -> None:
     graph = read_graph(ZOO / "zoo_vit.json")
     budget = parse_budget("50%", graph)
     result = plan(graph, budget, "auto", time_limit=6)
-    assert result.lower_bound is not None and result.lower_bound.method == "closure" and result.lower_bound.at
+    assert result.lower_bound is not None and result.lower_bound.method.startswith("closure") and result.lower_bound.at
     assert result.lower_bound.value <= result.simulation.total_cost * (1 + EPS)
     assert result.wall_time < 6 * 1.1 + 3
 
@@ -414,7 +415,8 @@ def test_serial_transfer_bound_never_above_offloading_plans(graph: Graph) -> Non
             continue
         bound = cost_lower_bound(graph, budget, transfer=transfer)
         assert bound.value <= sim.total_cost * (1 + EPS), (fraction, bound, sim.total_cost, sim.prefetches)
-        assert result.lower_bound.value == pytest.approx(bound.value, rel=1e-6) or bound.method == "trivial"
+        assert result.lower_bound.value <= sim.total_cost * (1 + EPS)  # the plan's own search (its share of 1 s)
+        assert result.lower_bound.method != "trivial" or bound.method == "trivial", (result.lower_bound, bound)
 
 
 @pytest.mark.parametrize(("mem", "cost"), [(2**62 // 20, 1e300), (3, 1e307), (2**62 // 40, 1e-300)])

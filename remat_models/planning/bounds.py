@@ -19,6 +19,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -50,6 +51,9 @@ log = logging.getLogger(__name__)
 MAX_CLOSURE_NODES = 40_000  # above this the ancestor/descendant bit matrices (n^2 / 4 bytes) are not built
 _SAFETY = 1e-9  # relative margin taken off the knapsack's extra cost (floating-point sums)
 FIRST_LP_SECONDS = 0.5  # the least time limit of a search's first closure LP (the strongest, usually)
+LINEAGE_DEPTH = 8  # the deepest level of the lineage peak bound's recursion
+MIP_PIVOTS = 3  # the integral closure (a MIP) runs at this many pivots, those where the closure LP proved the most
+MIP_MARGIN = 1e-6  # relative margin taken off a MIP's dual bound (the solver's tolerances)
 
 
 @dataclass(frozen=True)
@@ -160,13 +164,16 @@ class CostBoundSearch:
         self._cut_next = 0  # the next pivot of the cut's pass
         self._lp_queue: list[int] | None = None  # the closure LPs' pivots, once the cut's pass is over
         self._lp_next = 0
+        self._lp_values: list[tuple[float, int]] = []  # (-extra the closure LP proved, pivot)
+        self._mip_queue: list[int] | None = None  # the integral closure's pivots, once the LPs are over
+        self._mip_next = 0
         self._overflow: list[tuple[int, float, int]] = []  # (-bytes needed beyond the budget, -cut's extra, pivot)
         self.refuted_at: str | None = None  # the pivot whose cut proved that nothing fits the budget
 
     @property
     def done(self) -> bool:
         """Whether every pivot was tried (the bound cannot improve)."""
-        return self.scan is None or (self._lp_queue is not None and self._lp_next >= len(self._lp_queue))
+        return self.scan is None or (self._mip_queue is not None and self._mip_next >= len(self._mip_queue))
 
     def run(self, seconds: float, patience: int | None = None) -> Bound:
         """Search ``seconds`` more; the best bound so far.
@@ -201,11 +208,21 @@ class CostBoundSearch:
         while self._lp_next < len(self._lp_queue):
             left = deadline - time.perf_counter()
             if (left <= 0 and self._lp_next > 0) or (patience is not None and idle >= patience):
-                break
+                return self.bound
             p = self._lp_queue[self._lp_next]
             self._lp_next += 1
             extra = scan.closure_extra(p, budget, max(left, FIRST_LP_SECONDS))
+            self._lp_values.append((-extra, p))
             idle = 0 if self._improve(extra, p, "closure") else idle + 1
+        if self._mip_queue is None:  # the integral closure at the pivots whose LP proved the most, strongest first
+            self._mip_queue = [p for extra, p in sorted(self._lp_values) if extra < 0][:MIP_PIVOTS]
+        while self._mip_next < len(self._mip_queue):
+            left = deadline - time.perf_counter()
+            if left <= 0:
+                break
+            p = self._mip_queue[self._mip_next]
+            self._mip_next += 1
+            self._improve(scan.closure_extra(p, budget, left, integral=True), p, "closure-mip")
         return self.bound
 
     def _improve(self, extra: float, p: int, method: str) -> bool:
@@ -253,6 +270,11 @@ def _peak_bound(graph: Graph, scan: _PivotScan | None, time_limit: float) -> Pea
             needs.append((-(need + int(scan.mem[sets[0]].sum())), -need, p))
             if time.perf_counter() > deadline:
                 break
+        if scan.transfer is None:  # without transfers a value held across a step stays from its last computation
+            lineage = _Lineage(graph, deadline)
+            found, node = lineage.search(value)
+            if found > value:
+                value, method, at = found, "lineage", None if node is None else graph.names[node]
         if scan.transfer is None and not graph.recomputable.all():  # values that cannot come back: the closure
             for k, (_, need, p) in enumerate(sorted(needs)):
                 left = deadline - time.perf_counter()
@@ -262,6 +284,75 @@ def _peak_bound(graph: Graph, scan: _PivotScan | None, time_limit: float) -> Pea
                 if closure > value:
                     value, method, at = closure, "closure", graph.names[p]
     return PeakBound(value=value, fraction=value / reference if reference else 0.0, method=method, at=at)
+
+
+class _TimeUp(Exception):
+    """The lineage search passed its deadline."""
+
+
+class _Lineage:
+    """The lineage peak bound (no transfers): of values resident together, the last computed ran while the rest stayed.
+
+    If a set S of values is resident at once, let x be the one of S computed last before then: every other value
+    of S stayed resident from its own last computation, so during x's step fixed + S - {x} + x's inputs + x +
+    x's workspace are in use, and just before it S - {x} + x's inputs were resident at once. Hence
+    ``B_0(S)`` = fixed + mem(S) and ``B_d(S) = min over x in S of max(that step, B_{d-1}(S - {x} + inputs of x))``
+    are lower bounds on the peak of every schedule that holds S at once; the inputs of every node are (at its
+    step), and so are the graph outputs (at the end). Searched by iterative deepening until ``deadline``.
+    """
+
+    def __init__(self, graph: Graph, deadline: float) -> None:
+        self.graph = graph
+        self.mem = graph.mem.tolist()
+        self.workspace = graph.workspace.tolist()
+        self.fixed = int(graph.fixed_mem)
+        self.inputs = [frozenset(graph.preds(v).tolist()) for v in range(graph.n)]
+        self.deadline = deadline
+        self.memo: dict[tuple[frozenset[int], int], tuple[int, int]] = {}  # (S, depth) -> (bound, threshold used)
+
+    def search(self, floor: int) -> tuple[int, int | None]:
+        """(bound, node whose inputs proved it; None: the graph outputs) above ``floor``, else (``floor``, None)."""
+        best, at = floor, None
+        sets = [(v, self.inputs[v]) for v in range(self.graph.n) if self.inputs[v]]
+        sets.append((-1, frozenset(self.graph.outputs.tolist())))
+        try:
+            for depth in range(1, LINEAGE_DEPTH + 1):
+                for v, needed in sets:
+                    found = self.bound(needed, depth, best)
+                    if found > best:
+                        best, at = found, v
+        except _TimeUp:
+            pass
+        return best, None if at is None or at < 0 else at
+
+    def held(self, values: frozenset[int]) -> int:
+        """Fixed memory and ``values``' bytes."""
+        return self.fixed + sum(self.mem[w] for w in values)
+
+    def bound(self, needed: frozenset[int], depth: int, threshold: int) -> int:
+        """A lower bound on ``B_depth(needed)``, exact where it is above ``threshold`` (the search stops below it)."""
+        if depth == 0 or not needed:
+            return self.held(needed)
+        key = (needed, depth)
+        cached = self.memo.get(key)
+        if cached is not None and (cached[0] <= cached[1] or cached[1] >= threshold):
+            return cached[0]
+        if time.perf_counter() > self.deadline:
+            raise _TimeUp
+        options = []
+        for x in needed:
+            before = (needed - {x}) | self.inputs[x]
+            options.append((self.held(before) + self.mem[x] + self.workspace[x], x, before))
+        options.sort(key=lambda option: option[0])
+        lowest: int | None = None
+        for step, _, before in options:
+            value = step if step > threshold else max(step, self.bound(before, depth - 1, threshold))
+            lowest = value if lowest is None else min(lowest, value)
+            if lowest <= threshold:
+                break  # this set proves nothing above the threshold
+        assert lowest is not None
+        self.memo[key] = (lowest, threshold)
+        return lowest
 
 
 def _trivial(graph: Graph) -> Bound:
@@ -342,7 +433,7 @@ class _PivotScan:
         need = graph.fixed_mem + graph.mem[p] + graph.workspace[p] + self.mem[resident | candidates].sum()
         return int(need) - budget
 
-    def closure_extra(self, p: int, budget: int, time_limit: float) -> float:
+    def closure_extra(self, p: int, budget: int, time_limit: float, integral: bool = False) -> float:
         """Cost beyond computing every node once that the closure LP at ``p`` proves (its dual bound; 0: nothing).
 
         Any schedule within ``budget``: K, the ancestors of p resident during p's first computation (p's
@@ -355,7 +446,8 @@ class _PivotScan:
         recomputable; no f without a transfer model): minimise sum cost x + fetch f subject to k_v + x_v +
         f_v >= 1 (v needed), k_u + x_u + f_u >= x_v (u an input of v), sum mem k <= room. Any nonnegative
         row multipliers give a bound below the LP's optimum (Lagrangian duality), so the solver's duals
-        are evaluated here and its tolerances do not matter.
+        are evaluated here and its tolerances do not matter. ``integral``: k, x and f binary, as they are in
+        a schedule (a MIP: HiGHS's dual bound, less ``MIP_MARGIN``, rounded up where every cost is an integer).
         """
         graph = self.graph
         candidates, resident = self.sets(p)
@@ -378,7 +470,11 @@ class _PivotScan:
         prices = [graph.cost[nodes]] if self.fetch is None else [graph.cost[nodes], self.fetch[nodes]]
         scale = float(max(price.max() for price in prices)) or 1.0
         objective = np.concatenate([np.zeros(m), *(price / scale for price in prices)])
-        return _dual_bound(objective, upper, rows, cols, vals, lower, time_limit) * scale
+        if not integral:
+            return _dual_bound(objective, upper, rows, cols, vals, lower, time_limit) * scale
+        value = _mip_bound(objective, upper, rows, cols, vals, lower, time_limit) * scale
+        whole = all(np.array_equal(price, np.round(price)) for price in prices)
+        return float(max(0.0, np.ceil(value) if whole else value))
 
     def closure_peak(self, p: int, time_limit: float) -> int:
         """Bytes beyond :meth:`step_need` that the closure proves resident during p's first computation.
@@ -514,11 +610,60 @@ def _dual_bound(
     y.lower + sum_j min(0, (objective - A^T y)_j) upper_j, valid for any y >= 0 (Lagrangian duality), so a
     solve that stopped early or within tolerances still gives a valid bound (less a margin for the sums).
     """
-    import highspy
-
     count, width = len(lower), len(objective)
     if count == 0:
         return 0.0
+    solver = _solved(objective, upper, rows, cols, vals, lower, time_limit, integral=False)
+    duals = np.asarray(solver.getSolution().row_dual, dtype=float)
+    if duals.shape != (count,) or not np.isfinite(duals).all():
+        return 0.0
+    best = 0.0
+    for sign in (1.0, -1.0):  # whichever sign convention the solver reports: both give valid bounds
+        y = np.maximum(sign * duals, 0.0)
+        reduced = objective - np.bincount(cols, weights=vals * y[rows], minlength=width)
+        terms = np.concatenate([y * lower, np.minimum(reduced, 0.0) * upper])
+        value = float(terms.sum()) - 1e-9 * float(np.abs(terms).sum() + 1.0)  # rounding of the sums
+        best = max(best, value)
+    return best
+
+
+def _mip_bound(
+    objective: np.ndarray,
+    upper: np.ndarray,
+    rows: np.ndarray,
+    cols: np.ndarray,
+    vals: np.ndarray,
+    lower: np.ndarray,
+    time_limit: float,
+) -> float:
+    """A lower bound on min objective.z over binary z <= upper, A z >= lower: HiGHS's MIP dual bound less a margin.
+
+    A MIP stopped by its time limit still has a valid dual bound (at least its root LP's).
+    """
+    if len(lower) == 0:
+        return 0.0
+    solver = _solved(objective, upper, rows, cols, vals, lower, time_limit, integral=True)
+    value = float(solver.getInfo().mip_dual_bound)
+    if not np.isfinite(value):
+        return 0.0
+    return max(0.0, value - MIP_MARGIN * (abs(value) + 1.0))
+
+
+def _solved(
+    objective: np.ndarray,
+    upper: np.ndarray,
+    rows: np.ndarray,
+    cols: np.ndarray,
+    vals: np.ndarray,
+    lower: np.ndarray,
+    time_limit: float,
+    *,
+    integral: bool,
+) -> Any:
+    """HiGHS after solving min objective.z over 0 <= z <= upper (integral: z integer), A z >= lower (COO A)."""
+    import highspy
+
+    count, width = len(lower), len(objective)
     order = np.lexsort((cols, rows))
     rows, cols, vals = rows[order], cols[order], vals[order]
     start = np.searchsorted(rows, np.arange(count)).astype(np.int32)
@@ -540,17 +685,9 @@ def _dual_bound(
         start,
         cols.astype(np.int32),
         vals,
-        np.zeros(width, dtype=np.int32),
+        np.full(width, 1 if integral else 0, dtype=np.int32),
     )
+    if integral:
+        solver.setOptionValue("mip_rel_gap", 0.0)
     solver.run()
-    duals = np.asarray(solver.getSolution().row_dual, dtype=float)
-    if duals.shape != (count,) or not np.isfinite(duals).all():
-        return 0.0
-    best = 0.0
-    for sign in (1.0, -1.0):  # whichever sign convention the solver reports: both give valid bounds
-        y = np.maximum(sign * duals, 0.0)
-        reduced = objective - np.bincount(cols, weights=vals * y[rows], minlength=width)
-        terms = np.concatenate([y * lower, np.minimum(reduced, 0.0) * upper])
-        value = float(terms.sum()) - 1e-9 * float(np.abs(terms).sum() + 1.0)  # rounding of the sums
-        best = max(best, value)
-    return best
+    return solver
