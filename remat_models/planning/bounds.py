@@ -102,7 +102,7 @@ def cost_lower_bound(
     or produced again after it too (recomputed, or with a serial ``transfer`` model fetched back); the LP
     relaxation of that choice at the pivots whose needed values most exceed the budget (the rest of
     ``time_limit``). ``closure-mip``: the same choice in whole values (a MIP) at the ``MIP_PIVOTS`` pivots
-    whose LP proved the most, once every LP ran. Raises
+    whose LP proved the most, once the LPs ran (or stopped for lack of progress). Raises
     BudgetInfeasibleError when the cut proves that nothing fits ``budget``.
     """
     check_budget(graph, budget)  # types, range and the step lower bound
@@ -168,22 +168,23 @@ class CostBoundSearch:
         self._lp_queue: list[int] | None = None  # the closure LPs' pivots, once the cut's pass is over
         self._lp_next = 0
         self._lp_values: list[tuple[float, int]] = []  # (-extra the closure LP proved, pivot)
-        self._mip_queue: list[int] | None = None  # the integral closure's pivots, once the LPs are over
-        self._mip_next = 0
+        self._mip_done: set[int] = set()  # the pivots whose integral closure ran
         self._overflow: list[tuple[int, float, int]] = []  # (-bytes needed beyond the budget, -cut's extra, pivot)
         self.refuted_at: str | None = None  # the pivot whose cut proved that nothing fits the budget
 
     @property
     def done(self) -> bool:
         """Whether every pivot was tried (the bound cannot improve)."""
-        return self.scan is None or (self._mip_queue is not None and self._mip_next >= len(self._mip_queue))
+        if self.scan is None:
+            return True
+        return self._lp_queue is not None and self._lp_next >= len(self._lp_queue) and not self._mip_pivots()
 
     def run(self, seconds: float, patience: int | None = None) -> Bound:
         """Search ``seconds`` more; the best bound so far.
 
         Each call tries at least one pivot, and the first closure LP runs once the cut's pass is over even
-        past ``seconds``. ``patience``: the call ends after that many closure LPs in a row without a better
-        bound (a later call goes on from there).
+        past ``seconds``. ``patience``: the LPs stop after that many in a row without a better bound (a later
+        call goes on from there), and the integral closure runs at the best LP pivots so far in the time left.
         """
         scan = self.scan
         if scan is None or self.done:
@@ -210,23 +211,27 @@ class CostBoundSearch:
         idle = 0
         while self._lp_next < len(self._lp_queue):
             left = deadline - time.perf_counter()
-            if (left <= 0 and self._lp_next > 0) or (patience is not None and idle >= patience):
+            if left <= 0 and self._lp_next > 0:
                 return self.bound
+            if patience is not None and idle >= patience:
+                break
             p = self._lp_queue[self._lp_next]
             self._lp_next += 1
             extra = scan.closure_extra(p, budget, max(left, FIRST_LP_SECONDS))
             self._lp_values.append((-extra, p))
             idle = 0 if self._improve(extra, p, "closure") else idle + 1
-        if self._mip_queue is None:  # the integral closure at the pivots whose LP proved the most, strongest first
-            self._mip_queue = [p for extra, p in sorted(self._lp_values) if extra < 0][:MIP_PIVOTS]
-        while self._mip_next < len(self._mip_queue):
+        for p in self._mip_pivots():  # the integral closure where the LPs so far proved the most, strongest first
             left = deadline - time.perf_counter()
             if left <= 0:
                 break
-            p = self._mip_queue[self._mip_next]
-            self._mip_next += 1
+            self._mip_done.add(p)
             self._improve(scan.closure_extra(p, budget, left, integral=True), p, "closure-mip")
         return self.bound
+
+    def _mip_pivots(self) -> list[int]:
+        """The ``MIP_PIVOTS`` pivots whose closure LP proved the most so far, less those whose MIP ran."""
+        best = [p for extra, p in sorted(self._lp_values)[:MIP_PIVOTS] if extra < 0]
+        return [p for p in best if p not in self._mip_done]
 
     def _improve(self, extra: float, p: int, method: str) -> bool:
         """Keep ``extra`` (proved at pivot ``p`` by ``method``) when it beats the best so far; whether it did.
