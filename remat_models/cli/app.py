@@ -66,7 +66,7 @@ from remat_models.io.atomic import check_output
 from remat_models.io.generators import MAX_NODES
 from remat_models.planning.bounds import cost_lower_bound, peak_lower_bound
 from remat_models.planning.methods import DEFAULT_METHOD, MethodRef, all_methods, resolve_method
-from remat_models.planning.plan import PlanResult, PlanStatus, methods, parse_method_name, plan
+from remat_models.planning.plan import BOUND_NODES, PlanResult, PlanStatus, methods, parse_method_name, plan
 
 app = typer.Typer(help="Tensor rematerialization planning.", no_args_is_help=True, add_completion=False)
 graph_app = typer.Typer(help="Inspect, convert and generate graphs.", no_args_is_help=True)
@@ -103,8 +103,9 @@ def _resolve_budget(graph: Graph, text: str) -> int:
 
 @graph_app.command("info")
 def graph_info(path: GraphPath) -> None:
-    """Size, total cost, input-order peak and the budget lower bound of a graph."""
+    """Size, total cost, input-order peak and the lower bounds on any schedule's peak (the step's, the proven one)."""
     graph = read_graph(path)
+    peak_bound = peak_lower_bound(graph) if graph.n <= BOUND_NODES else None  # what plan() refuses below
     kinds: dict[str, int] = {}
     for kind in graph.kind:
         kinds[kind.value] = kinds.get(kind.value, 0) + 1
@@ -117,7 +118,8 @@ def graph_info(path: GraphPath) -> None:
         ("total cost", f"{graph.total_cost:,.6g}"),
         ("fixed memory", f"{graph.fixed_mem:,} B"),
         ("input-order peak", f"{input_order_peak(graph):,} B"),
-        ("budget lower bound", f"{graph.lower_bound:,} B"),
+        ("budget lower bound", f"{graph.lower_bound:,} B (largest step, end state)"),
+        ("peak lower bound", "-" if peak_bound is None else f"{peak_bound.value:,} B ({peak_bound.proof})"),
         ("hash", graph.content_hash[:16]),
     ]:
         table.add_row(label, value)
