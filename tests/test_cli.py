@@ -9,7 +9,6 @@ import pytest
 
 from remat_models.core.schedule import input_order_peak, simulate
 from remat_models.io import read_graph, read_schedule
-from remat_models.planning.bounds import peak_lower_bound
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "graphs" / "unet_train.json"
 
@@ -31,10 +30,9 @@ def test_graph_info_prints_peak_and_bound() -> None:
     assert f"{input_order_peak(graph):,} B" in run.stdout
     assert f"{graph.lower_bound:,} B" in run.stdout
     resnet = EXAMPLE.parents[2] / "benchmarks" / "zoo" / "zoo_resnet.json"
-    run = remat("graph", "info", resnet)  # the bound plan() refuses below, with what proved it
-    peak = peak_lower_bound(read_graph(resnet))
-    assert run.returncode == 0 and peak.method == "lineage", run.stderr
-    assert "peak lower bound" in run.stdout and f"{peak.value:,} B (lineage at" in run.stdout
+    run = remat("graph", "info", resnet)  # the bound plan() refuses below, with what proved it (its search is timed)
+    assert run.returncode == 0, run.stderr
+    assert "peak lower bound" in run.stdout and " B (lineage at" in run.stdout
 
 
 def test_solve_writes_a_plan_that_simulates_within_budget(tmp_path: Path) -> None:

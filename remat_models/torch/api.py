@@ -175,16 +175,17 @@ def least_peak(graph: Graph) -> int:
     """The least peak of the fast plans: Chen's greedy sweep and the knapsack (``auto``'s fallbacks), lowest-peak.
 
     They are asked for the graph's least budget: its step lower bound, or the peak lower bound ``plan`` names
-    when it refuses that (values that cannot be recomputed, e.g. dropout masks, stay resident).
+    when it refuses that (values that cannot be recomputed, e.g. dropout masks, stay resident), again until no
+    call refuses it (the bound's search is timed: a later call may prove more).
     """
-    try:
-        budget = graph.lower_bound
-        results = [plan_graph(graph, budget, FLOOR_METHODS[0], allow_over_budget=True)]
-    except BudgetInfeasibleError as error:
-        budget = error.lower_bound
-        results = [plan_graph(graph, budget, FLOOR_METHODS[0], allow_over_budget=True)]
-    results += [plan_graph(graph, budget, name, allow_over_budget=True) for name in FLOOR_METHODS[1:]]
-    return min(result.simulation.peak for result in results)
+    budget = graph.lower_bound
+    while True:
+        try:
+            results = [plan_graph(graph, budget, name, allow_over_budget=True) for name in FLOOR_METHODS]
+        except BudgetInfeasibleError as error:
+            budget = max(budget + 1, error.lower_bound)
+            continue
+        return min(result.simulation.peak for result in results)
 
 
 def activation_top(graph: Graph, eager: int | None = None) -> int:
