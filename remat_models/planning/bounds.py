@@ -21,7 +21,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -486,9 +486,10 @@ class _PivotScan:
         prices = [graph.cost[nodes]] if self.fetch is None else [graph.cost[nodes], self.fetch[nodes]]
         scale = float(max(price.max() for price in prices)) or 1.0
         objective = np.concatenate([np.zeros(m), *(price / scale for price in prices)])
+        program = _Program(objective, upper, rows, cols, vals, lower)
         if not integral:
-            return _dual_bound(objective, upper, rows, cols, vals, lower, time_limit) * scale
-        value = _mip_bound(objective, upper, rows, cols, vals, lower, time_limit) * scale
+            return _dual_bound(program, time_limit) * scale
+        value = _mip_bound(program, time_limit) * scale
         whole = all(np.array_equal(price, np.round(price)) for price in prices)
         return float(max(0.0, np.ceil(value) if whole else value))
 
@@ -510,7 +511,7 @@ class _PivotScan:
         mem = self.mem[nodes].astype(float)
         scale = float(mem.max()) or 1.0
         objective = np.concatenate([mem / scale, np.zeros(m)])
-        value = _dual_bound(objective, upper, rows, cols, vals, lower, time_limit) * scale
+        value = _dual_bound(_Program(objective, upper, rows, cols, vals, lower), time_limit) * scale
         return max(0, int(np.ceil(value - 1e-6 * (1.0 + value))))
 
     def _closure_rows(
@@ -611,25 +612,29 @@ def _below(budget: int, room: int, name: str) -> BudgetInfeasibleError:
     )
 
 
-def _dual_bound(
-    objective: np.ndarray,
-    upper: np.ndarray,
-    rows: np.ndarray,
-    cols: np.ndarray,
-    vals: np.ndarray,
-    lower: np.ndarray,
-    time_limit: float,
-) -> float:
+class _Program(NamedTuple):
+    """min objective.z over 0 <= z <= upper, A z >= lower, with A in COO form (rows, cols, vals)."""
+
+    objective: np.ndarray
+    upper: np.ndarray
+    rows: np.ndarray
+    cols: np.ndarray
+    vals: np.ndarray
+    lower: np.ndarray
+
+
+def _dual_bound(program: _Program, time_limit: float) -> float:
     """A lower bound on min objective.z over 0 <= z <= upper, A z >= lower (A in COO form), >= 0.
 
     HiGHS solves the LP; its row duals y (clipped to y >= 0, either sign convention) give the bound
     y.lower + sum_j min(0, (objective - A^T y)_j) upper_j, valid for any y >= 0 (Lagrangian duality), so a
     solve that stopped early or within tolerances still gives a valid bound (less a margin for the sums).
     """
+    objective, upper, rows, cols, vals, lower = program
     count, width = len(lower), len(objective)
     if count == 0:
         return 0.0
-    solver = _solved(objective, upper, rows, cols, vals, lower, time_limit, integral=False)
+    solver = _solved(program, time_limit, integral=False)
     duals = np.asarray(solver.getSolution().row_dual, dtype=float)
     if duals.shape != (count,) or not np.isfinite(duals).all():
         return 0.0
@@ -643,42 +648,25 @@ def _dual_bound(
     return best
 
 
-def _mip_bound(
-    objective: np.ndarray,
-    upper: np.ndarray,
-    rows: np.ndarray,
-    cols: np.ndarray,
-    vals: np.ndarray,
-    lower: np.ndarray,
-    time_limit: float,
-) -> float:
+def _mip_bound(program: _Program, time_limit: float) -> float:
     """A lower bound on min objective.z over binary z <= upper, A z >= lower: HiGHS's MIP dual bound less a margin.
 
     A MIP stopped by its time limit still has a valid dual bound (at least its root LP's).
     """
-    if len(lower) == 0:
+    if len(program.lower) == 0:
         return 0.0
-    solver = _solved(objective, upper, rows, cols, vals, lower, time_limit, integral=True)
+    solver = _solved(program, time_limit, integral=True)
     value = float(solver.getInfo().mip_dual_bound)
     if not np.isfinite(value):
         return 0.0
     return max(0.0, value - MIP_MARGIN * (abs(value) + 1.0))
 
 
-def _solved(
-    objective: np.ndarray,
-    upper: np.ndarray,
-    rows: np.ndarray,
-    cols: np.ndarray,
-    vals: np.ndarray,
-    lower: np.ndarray,
-    time_limit: float,
-    *,
-    integral: bool,
-) -> Any:
+def _solved(program: _Program, time_limit: float, *, integral: bool) -> Any:
     """HiGHS after solving min objective.z over 0 <= z <= upper (integral: z integer), A z >= lower (COO A)."""
     import highspy
 
+    objective, upper, rows, cols, vals, lower = program
     count, width = len(lower), len(objective)
     order = np.lexsort((cols, rows))
     rows, cols, vals = rows[order], cols[order], vals[order]
