@@ -14,7 +14,7 @@ from remat_models.core.transfer import TransferModel  # noqa: E402
 from remat_models.errors import ConfigurationError  # noqa: E402
 from remat_models.planning.plan import plan  # noqa: E402
 from remat_models.torch import compiled  # noqa: E402
-from remat_models.torch.api import flop_cost, input_order_peak, least_peak  # noqa: E402
+from remat_models.torch.api import activation_floor, flop_cost, input_order_peak, least_peak  # noqa: E402
 from remat_models.torch.mapping import to_graph  # noqa: E402
 from remat_models.torch.schedule_partition import SchedulePlan  # noqa: E402
 from remat_models.torch.trace import trace_step  # noqa: E402
@@ -65,8 +65,15 @@ def test_a_three_way_plan_runs_compiled_with_host_copies(mlp) -> None:
     model, inputs, targets, loss_fn, (eager_loss, eager_grads) = mlp
     transfer = TransferModel(out_bw=1e6, in_bw=1e6, host_capacity=1 << 30)
     step = rt.compile(  # 12,000 B: below this MLP's input-order peak (15,460 B), reached with 5 offloads
-        model, inputs, loss_fn, targets, budget=12_000, backend="aot_eager", method="three-way",
-        transfer=transfer, cache_dir=None,
+        model,
+        inputs,
+        loss_fn,
+        targets,
+        budget=12_000,
+        backend="aot_eager",
+        method="three-way",
+        transfer=transfer,
+        cache_dir=None,
     )
     loss, grads = seeded_grads(model, lambda: step(inputs, targets))
     torch.testing.assert_close(loss, eager_loss)
@@ -88,9 +95,7 @@ def test_a_three_way_plan_runs_compiled_with_host_copies(mlp) -> None:
 def test_bad_methods_are_configuration_errors(mlp, method: str, transfer, message: str) -> None:
     model, inputs, targets, loss_fn, _ = mlp
     with pytest.raises(ConfigurationError, match=message):
-        rt.compile(
-            model, inputs, loss_fn, targets, budget="80%", backend="aot_eager", method=method, transfer=transfer
-        )
+        rt.compile(model, inputs, loss_fn, targets, budget="80%", backend="aot_eager", method=method, transfer=transfer)
 
 
 def test_gelu_runs_whole_with_aot_eager(mlp) -> None:
@@ -103,12 +108,14 @@ def test_gelu_runs_whole_with_aot_eager(mlp) -> None:
     for got, want in zip(grads, eager_grads, strict=True):
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)
     ops = {node.target for node in step.plan.joint.fx_nodes}
-    assert ops >= compiled.KEPT_OPS and torch.ops.aten.erf.default not in ops
+    assert ops >= compiled.GELU_OPS and torch.ops.aten.erf.default not in ops
 
 
 def test_whole_gelu_lets_the_joint_graph_reach_the_traced_least(monkeypatch) -> None:
     """Decomposed, GELU's forward and backward keep temporaries no plan frees: on a GELU MLP the joint graph's
-    least peak was 599,076 B against the traced graph's 468,004 B; kept whole, the two are equal."""
+    least peak found was 468,004 B against the traced graph's 460,800 B (by the fast plans alone 599,076 B against
+    468,004 B); kept whole, the two are equal but for the loss's 4 B (the forward returns it: a schedule of the
+    joint graph keeps it to the end)."""
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(64, 256), nn.GELU(), nn.Linear(256, 256), nn.GELU(), nn.Linear(256, 8))
     inputs, targets = torch.randn(64, 64), torch.randn(64, 8)
@@ -122,9 +129,9 @@ def test_whole_gelu_lets_the_joint_graph_reach_the_traced_least(monkeypatch) -> 
         )  # fmt: skip
         return least_peak(step.plan.joint.graph)  # the joint graph's fixed memory: 0
 
-    assert least() == least_peak(traced) - traced.fixed_mem
+    assert 0 <= least() - (least_peak(traced) - traced.fixed_mem) <= 4  # the loss, which the forward returns
     monkeypatch.setattr(compiled, "KEPT_OPS", frozenset())
-    assert least() > 1.2 * (least_peak(traced) - traced.fixed_mem)
+    assert least() > least_peak(traced) - traced.fixed_mem + 4
 
 
 @pytest.fixture(scope="module")
@@ -193,3 +200,40 @@ def test_dropout_outputs_have_their_own_lifetimes() -> None:
     model.zero_grad(set_to_none=True)
     measured = profiled_peak(lambda: step(tokens, targets).backward())
     assert abs(measured - step.plan.emitted_peak) <= 0.01 * step.plan.emitted_peak
+
+
+def test_the_floor_runs_compiled_with_max_pool_whole() -> None:
+    """Activation budget 0 is the least-peak search's floor, below the fast plans'; Chen's greedy finds nothing
+    within it, so the floor's search runs (recomputing, the loss included in the chain, never the loss the forward
+    returns). Max pool is not decomposed (its prims' scratch is not eager's); gradients are eager's. The Graph
+    frees a pool's values with its indices (one node), the generated code after their last read: the measured
+    peak is below the prediction by at most the values' bytes."""
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(),
+        nn.MaxPool2d(2), nn.Flatten(), nn.Linear(16 * 8 * 8, 10),
+    )  # fmt: skip
+    inputs, targets = torch.randn(8, 3, 32, 32), torch.randint(0, 10, (8,))
+    loss_fn = torch.nn.functional.cross_entropy
+    eager_loss, eager_grads = seeded_grads(model, lambda: loss_fn(model(inputs), targets))
+    settings = dict(activation_budget=0.0, backend="aot_eager", method="chen-greedy", cache_dir=None)
+    step = rt.compile(model, inputs, loss_fn, targets, **settings)
+    loss, grads = seeded_grads(model, lambda: step(inputs, targets))
+    torch.testing.assert_close(loss, eager_loss)
+    for got, want in zip(grads, eager_grads, strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)
+    chosen = step.plan
+    graph, nodes = chosen.joint.graph, chosen.joint.fx_nodes
+    assert {n.target for n in nodes} >= compiled.MAX_POOL_OPS
+    assert not any("low_memory_max_pool" in str(n.target) for n in nodes)
+    floor = activation_floor(graph)
+    assert chosen.method == floor.method == "least-peak" and chosen.budget == floor.peak < floor.fast
+    assert chosen.fits and chosen.recomputations > 0
+    returned = {v for owners in chosen.joint.owners.values() for v in owners} & set(graph.outputs)
+    computed = [step.node for step in chosen.result.schedule if isinstance(step, Compute)]
+    assert returned and all(not graph.recomputable[v] and computed.count(v) == 1 for v in returned)
+    model.zero_grad(set_to_none=True)
+    measured = profiled_peak(lambda: step(inputs, targets).backward())
+    pooled = [n.meta["val"][0] for n in nodes if n.target is torch.ops.aten.max_pool2d_with_indices.default]
+    early = sum(t.untyped_storage().nbytes() for t in pooled)  # the Graph frees them with their indices
+    assert 0 <= chosen.emitted_peak - measured <= early

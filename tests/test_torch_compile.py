@@ -18,7 +18,7 @@ import remat_models.torch as rt  # noqa: E402
 from remat_models.core.schedule import input_order_peak, simulate  # noqa: E402
 from remat_models.errors import ConfigurationError, GraphError, InputTypeError  # noqa: E402
 from remat_models.heuristics.saveset import saveset_range, saveset_schedule, saveset_search  # noqa: E402
-from remat_models.torch.compiled import KEPT_OPS  # noqa: E402
+from remat_models.torch.compiled import GELU_OPS  # noqa: E402
 from remat_models.torch.ops import is_random  # noqa: E402
 from remat_models.torch.save_budget import eager_peak  # noqa: E402
 from remat_models.torch.validate import profiled_peak  # noqa: E402
@@ -159,7 +159,7 @@ def test_inductor_route_with_dropout_matches_eager() -> None:
         loss, grads = seeded_grads(model, lambda: step(tokens, targets))
     assert step.plan is not None and step.plan.emitted_peak <= step.plan.budget
     ops = {node.target for node in step.plan.joint.fx_nodes}
-    assert ops >= KEPT_OPS and torch.ops.aten.erf.default not in ops  # GELU whole: inductor runs its ATen kernels
+    assert ops >= GELU_OPS and torch.ops.aten.erf.default not in ops  # GELU whole: inductor runs its ATen kernels
     torch.testing.assert_close(loss, eager_loss)
     for got, want in zip(grads, eager_grads, strict=True):
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)

@@ -17,7 +17,7 @@ from torch import nn
 from remat_models.core.budget import parse_budget
 from remat_models.core.graph import Graph
 from remat_models.core.limits import check_count, check_time_limit
-from remat_models.core.schedule import Schedule, input_order_peak, simulate
+from remat_models.core.schedule import Schedule, SimulationResult, input_order_peak, simulate
 from remat_models.errors import (
     BudgetError,
     BudgetInfeasibleError,
@@ -27,10 +27,12 @@ from remat_models.errors import (
     RematError,
     SolverError,
 )
+from remat_models.heuristics.least_peak import least_peak_search
 from remat_models.io.schedule_json import schedule_from_dict, schedule_to_dict
 from remat_models.planning.methods import resolve_method
 from remat_models.planning.plan import PlanResult, PlanStatus
 from remat_models.planning.plan import plan as plan_graph
+from remat_models.planning.result import over_budget_error
 from remat_models.torch.compiled_step import GeneratedStep, supports
 from remat_models.torch.copies_first import copies_first
 from remat_models.torch.costs import CostModel, check_cost_model, flop_cost
@@ -43,6 +45,7 @@ log = logging.getLogger(__name__)
 
 FLOOR_METHODS = ("chen-greedy", "knapsack")  # fast methods whose lowest peak is activation budget 0
 LEAST_SLICE = 0.01  # seconds left to the method when the floor's search took the whole time limit
+FLOOR_SECONDS = 1.0  # the least-peak search's time for activation budget 0 (it counts against PLAN_SECONDS)
 PLAN_SECONDS = 5.0  # the torch APIs' default planning time: a training start, not a benchmark (time_limit= for more)
 Tensors = torch.Tensor | Sequence[torch.Tensor]
 
@@ -171,21 +174,56 @@ class RematStep:
         return result.loss
 
 
-def least_peak(graph: Graph) -> int:
-    """The least peak of the fast plans: Chen's greedy sweep and the knapsack (``auto``'s fallbacks), lowest-peak.
+@dataclasses.dataclass(frozen=True)
+class Floor:
+    """Activation budget 0 of a graph: the least peak found (bytes, the fixed memory included) and its schedule."""
 
-    They are asked for the graph's least budget: its step lower bound, or the peak lower bound ``plan`` names
-    when it refuses that (values that cannot be recomputed, e.g. dropout masks, stay resident), again until no
-    call refuses it (the bound's search is timed: a later call may prove more).
+    peak: int
+    schedule: Schedule
+    method: str
+    fast: int  # the fast plans' least peak (the floor before the least-peak search)
+
+
+FLOORS_KEPT = 32  # graphs whose floor this process remembers (by content hash)
+_floors: dict[str, Floor] = {}
+
+
+def activation_floor(graph: Graph) -> Floor:
+    """The least peak of the fast plans (Chen's greedy sweep, the knapsack) and of the least-peak search.
+
+    The fast plans are asked for the graph's least budget: its step lower bound, or the peak lower bound
+    ``plan`` names when it refuses that (values that cannot be recomputed, e.g. dropout masks, stay resident),
+    again until no call refuses it (the bound's search is timed: a later call may prove more). The least-peak
+    search descends from them for ``FLOOR_SECONDS`` (on the zoo ResNet's joint graph: 6.9 MB by the fast
+    plans, 3.4 MB by the search in 0.5 s). Remembered per graph in this process, so every activation budget
+    of one graph spans the same range.
     """
+    floor = _floors.get(graph.content_hash)
+    if floor is not None:
+        return floor
     budget = graph.lower_bound
     while True:
         try:
             results = [plan_graph(graph, budget, name, allow_over_budget=True) for name in FLOOR_METHODS]
+            break
         except BudgetInfeasibleError as error:
             budget = max(budget + 1, error.lower_bound)
-            continue
-        return min(result.simulation.peak for result in results)
+    best = min(results, key=lambda result: result.simulation.peak)  # type: ignore[union-attr]
+    fast = best.simulation.peak  # type: ignore[union-attr]
+    floor = Floor(fast, best.schedule, best.method, fast)  # type: ignore[arg-type]
+    found = least_peak_search(graph, time_limit=FLOOR_SECONDS)
+    if found.peak < fast:
+        floor = Floor(found.peak, found.schedule, "least-peak", fast)
+    log.info("activation floor of %s: %d B by %s (the fast plans: %d B)", graph.name, floor.peak, floor.method, fast)
+    while len(_floors) >= FLOORS_KEPT:
+        del _floors[next(iter(_floors))]
+    _floors[graph.content_hash] = floor
+    return floor
+
+
+def least_peak(graph: Graph) -> int:
+    """The least peak a plan reaches quickly: activation budget 0's bytes (:func:`activation_floor`)."""
+    return activation_floor(graph).peak
 
 
 def activation_top(graph: Graph, eager: int | None = None) -> int:
@@ -197,7 +235,8 @@ def activation_top(graph: Graph, eager: int | None = None) -> int:
 def activation_bytes(graph: Graph, fraction: float, eager: int | None = None) -> int:
     """Budget bytes for an activation budget: floor + fraction x (top - floor), monotone in ``fraction``.
 
-    0 is the least peak a plan reaches (:func:`least_peak`: ``auto`` always finds a plan there), 1 the
+    0 is the least peak a plan reaches quickly (:func:`activation_floor`; where a method finds nothing within
+    it, :func:`cached_plan` runs the floor's own schedule), 1 the
     input-order peak (no recomputation needed) or, where lower, ``eager``: eager autograd's peak above the
     fixed memory (:func:`~remat_models.torch.save_budget.eager_peak`; on a traced step's own Graph the
     input-order peak is eager's); the resolved bytes are logged.
@@ -303,7 +342,9 @@ def cached_plan(
 
     A method that takes a time limit gets ``PLAN_SECONDS`` when ``time_limit`` is None (the activation
     budget's floor counts against it) and, only if that plan does not fit, a second run with the method's own
-    default time. A plan that fits is stored; a stored one is reused once validated.
+    default time. Within an activation budget, a plan that does not fit gives way to the least-peak search's
+    cheapest fit, else to the floor's schedule (:func:`activation_floor`), which fits every activation budget.
+    A plan that fits is stored; a stored one is reused once validated.
     """
     time_limit = check_time_limit(time_limit)
     ref = resolve_method(method, options.get("formulation"), options.get("backend"), options.get("approx"))
@@ -326,13 +367,17 @@ def cached_plan(
     seconds = PLAN_SECONDS if short else time_limit
     if budget is None and seconds is not None:
         seconds = max(seconds - (time.monotonic() - started), LEAST_SLICE)
-    first_over = short or allow_over_budget
+    first_over = short or allow_over_budget or budget is None
     result = plan_graph(graph, limit, method, allow_over_budget=first_over, time_limit=seconds, **options)
-    if short and (result.simulation is None or not result.simulation.fits(limit)):
+    if budget is None and not _fits(result, limit) and activation_floor(graph).peak <= limit:
+        result = _floor_result(graph, limit, options.get("transfer"))
+    if short and not _fits(result, limit):
         why = "%s: nothing within %d B in %.0f s; planning again with the method's own time"
         log.info(why, ref.label, limit, PLAN_SECONDS)
         result = plan_graph(graph, limit, method, allow_over_budget=allow_over_budget, **options)
-    if result.schedule is not None and result.simulation is not None and result.simulation.fits(limit):
+    elif result.simulation is not None and not _fits(result, limit) and not allow_over_budget:
+        raise over_budget_error(result)
+    if result.schedule is not None and _fits(result, limit):
         stored = schedule_to_dict(result.schedule, graph)
         cache.store(key, {"schedule": stored, "budget": limit, "method": result.method})
     return result
@@ -359,6 +404,33 @@ def _cached(cache: PlanCache, key: dict[str, Any], graph: Graph, budget: int | N
         cache.reject(key, f"its peak {simulation.peak:,} B is over the budget {limit:,} B")
         return None
     log.info("plan cache: reusing the %s plan of %s within %d B", method, graph.name, limit)
+    return _schedule_result(graph, limit, method, schedule, simulation, {"plan_cache": str(cache.path(key))})
+
+
+def _fits(result: PlanResult, limit: int) -> bool:
+    """Whether ``result`` has a schedule simulated within ``limit`` bytes."""
+    return result.simulation is not None and result.simulation.fits(limit)
+
+
+def _floor_result(graph: Graph, limit: int, transfer: Any) -> PlanResult:
+    """The least-peak search's cheapest schedule within ``limit`` (at or above the floor), else the floor's own."""
+    floor = activation_floor(graph)
+    found = least_peak_search(graph, limit, time_limit=FLOOR_SECONDS)
+    schedule, method = (found.schedule, "least-peak") if found.peak <= limit else (floor.schedule, floor.method)
+    log.info("nothing planned within %d B: running the %s schedule (the activation floor's search)", limit, method)
+    simulation = simulate(graph, schedule, transfer)
+    return _schedule_result(graph, limit, method, schedule, simulation, {"activation_floor": True})
+
+
+def _schedule_result(
+    graph: Graph,
+    limit: int,
+    method: str,
+    schedule: Schedule,
+    simulation: SimulationResult,
+    details: dict[str, Any],
+) -> PlanResult:
+    """A schedule already simulated within ``limit`` as a PlanResult (no bounds, no solver outcome)."""
     return PlanResult(
         graph_name=graph.name,
         graph_hash=graph.content_hash,
@@ -369,5 +441,5 @@ def _cached(cache: PlanCache, key: dict[str, Any], graph: Graph, budget: int | N
         schedule=schedule,
         simulation=simulation,
         wall_time=0.0,
-        details={"plan_cache": str(cache.path(key))},
+        details=details,
     )

@@ -54,7 +54,6 @@ class JointGraph:
         return np.array(sorted(mine | {self.index[name] for name in names if name in self.index}), dtype=np.int64)
 
 
-
 def _bytes(value: object) -> int:
     return sum(t.untyped_storage().nbytes() if t.numel() else 0 for t in tensors_of(value))
 
@@ -133,7 +132,8 @@ def joint_graph(
 ) -> JointGraph:
     """Build the Graph of an AOTAutograd joint module (its first ``num_fwd_outputs`` outputs are the forward's).
 
-    ``ordered``: with :func:`_order_edges`, for schedules emitted as the partition (a forward, then a backward).
+    ``ordered``: with :func:`_order_edges`, for schedules emitted as the partition (a forward, then a backward);
+    the forward's outputs are then not recomputable (the forward returns them: they live to the end).
     """
     roles, owner = _roles(module)
     reads = _Reads(module.graph.nodes, roles)
@@ -148,6 +148,7 @@ def joint_graph(
         mem.append(sum(t.untyped_storage().nbytes() for key, t in mine.items() if key in used))
         workspace.append(sum(t.untyped_storage().nbytes() for key, t in mine.items() if key not in used))
         edges |= {(index[owner[key]], v) for key in reads.reads(node) if owner[key] not in (None, node)}
+    forward_owners: set[int] = set()  # the forward returns their values: computed once, resident to the end
     if ordered:
         provided = {k for o in outputs[:num_fwd_outputs] for k in reads.provides(o)}
         forward_owners = {index[owner[k]] for k in provided if owner[k] is not None}
@@ -159,7 +160,7 @@ def joint_graph(
         edges=sorted(edges),
         workspace=workspace,
         kind=[NodeKind.FORWARD if n in forward else NodeKind.BACKWARD for n in nodes],
-        recomputable=[not is_random(n) for n in nodes],
+        recomputable=[not is_random(n) and v not in forward_owners for v, n in enumerate(nodes)],
         outputs=sorted({index[owner[k]] for o in outputs for k in reads.provides(o) if owner[k] is not None}),
         name=name,
     )

@@ -194,7 +194,11 @@ def emit(
     emitter = _Emitter(module, joint)
     owners = {v for o in outputs[:num_fwd_outputs] for v in joint.owners.get(o, ())}
     steps = list(schedule)
-    split = max((k for k, s in enumerate(steps) if isinstance(s, Compute) and s.node in owners), default=-1) + 1
+    first = {}  # each forward output's first computation: the forward returns it (a recomputation is the backward's)
+    for k, step in enumerate(steps):
+        if isinstance(step, Compute) and step.node in owners:
+            first.setdefault(step.node, k)
+    split = max(first.values(), default=-1) + 1
     for step in steps[:split]:
         emitter.step(step)
     forward_outputs = [emitter.value(o) if isinstance(o, fx.Node) else o for o in outputs[:num_fwd_outputs]]
