@@ -98,15 +98,22 @@ def test_bad_methods_are_configuration_errors(mlp, method: str, transfer, messag
         rt.compile(model, inputs, loss_fn, targets, budget="80%", backend="aot_eager", method=method, transfer=transfer)
 
 
-def test_gelu_runs_whole_with_aot_eager(mlp) -> None:
-    """GELU and its backward are not decomposed; gradients are eager's (inductor: test_torch_compile's one compile)."""
-    model, inputs, targets, loss_fn, (eager_loss, eager_grads) = mlp
+def floor_step_like_eager(model, inputs, targets, loss_fn, eager) -> compiled.CompiledStep:
+    """The step compiled at activation budget 0 (Chen's greedy, aot_eager), checked to give ``eager``'s loss and
+    gradients."""
     settings = dict(activation_budget=0.0, backend="aot_eager", method="chen-greedy", cache_dir=None)
     step = rt.compile(model, inputs, loss_fn, targets, **settings)
     loss, grads = seeded_grads(model, lambda: step(inputs, targets))
-    torch.testing.assert_close(loss, eager_loss)
-    for got, want in zip(grads, eager_grads, strict=True):
+    torch.testing.assert_close(loss, eager[0])
+    for got, want in zip(grads, eager[1], strict=True):
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)
+    return step
+
+
+def test_gelu_runs_whole_with_aot_eager(mlp) -> None:
+    """GELU and its backward are not decomposed; gradients are eager's (inductor: test_torch_compile's one compile)."""
+    model, inputs, targets, loss_fn, eager = mlp
+    step = floor_step_like_eager(model, inputs, targets, loss_fn, eager)
     ops = {node.target for node in step.plan.joint.fx_nodes}
     assert ops >= compiled.GELU_OPS and torch.ops.aten.erf.default not in ops
 
@@ -215,13 +222,8 @@ def test_the_floor_runs_compiled_with_max_pool_whole() -> None:
     )  # fmt: skip
     inputs, targets = torch.randn(8, 3, 32, 32), torch.randint(0, 10, (8,))
     loss_fn = torch.nn.functional.cross_entropy
-    eager_loss, eager_grads = seeded_grads(model, lambda: loss_fn(model(inputs), targets))
-    settings = dict(activation_budget=0.0, backend="aot_eager", method="chen-greedy", cache_dir=None)
-    step = rt.compile(model, inputs, loss_fn, targets, **settings)
-    loss, grads = seeded_grads(model, lambda: step(inputs, targets))
-    torch.testing.assert_close(loss, eager_loss)
-    for got, want in zip(grads, eager_grads, strict=True):
-        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)
+    eager = seeded_grads(model, lambda: loss_fn(model(inputs), targets))
+    step = floor_step_like_eager(model, inputs, targets, loss_fn, eager)
     chosen = step.plan
     graph, nodes = chosen.joint.graph, chosen.joint.fx_nodes
     assert {n.target for n in nodes} >= compiled.MAX_POOL_OPS

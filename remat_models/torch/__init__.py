@@ -1,8 +1,10 @@
 """PyTorch front end: trace training steps into Graphs, run Schedules on real tensors (needs the torch extra)."""
 
 from remat_models.torch.api import (
+    Floor,
     RematStep,
     activation_bytes,
+    activation_floor,
     apply_grads,
     extract,
     fixed_tensors,
@@ -21,6 +23,7 @@ from remat_models.torch.trace import TracedStep, trace_step
 __all__ = [
     "CompiledStep",
     "Executor",
+    "Floor",
     "GeneratedStep",
     "RematStep",
     "Role",
@@ -32,6 +35,7 @@ __all__ = [
     "TorchMaxBatch",
     "TracedStep",
     "activation_bytes",
+    "activation_floor",
     "apply_grads",
     "checkpointed",
     "compile",
