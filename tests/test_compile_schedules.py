@@ -194,9 +194,10 @@ def test_the_traced_graph_gets_the_same_kernel_scratch(cnn, scratch: bool) -> No
 
 
 def test_dropout_outputs_have_their_own_lifetimes() -> None:
-    """A dropout's output dies at its last reader while its mask stays saved (the mask is copied into its own
-    node), so the emitted order's peak is what the step measures: without the copy, at 0.5 the plan's node
-    kept both and predicted 342,536 B for 334,360 B measured (2.4 % over); with it 334,344 B."""
+    """A dropout's readers read its output derived from the mask (``input * mask * scale``), so the op's node
+    holds only the mask, the output is scratch, and the emitted order's peak is what the step measures. With
+    the op's node holding both until the mask's last reader, at 0.5 the plan predicted 342,536 B for 334,360 B
+    measured; with the mask copied out 334,344 B; derived, 277,256 B for 277,260 B measured."""
     model, tokens, targets, loss_fn = example_models("compile_schedules_models").gpt2(batch=4)
     model.train()
     step = rt.compile(
@@ -207,6 +208,11 @@ def test_dropout_outputs_have_their_own_lifetimes() -> None:
     model.zero_grad(set_to_none=True)
     measured = profiled_peak(lambda: step(tokens, targets).backward())
     assert abs(measured - step.plan.emitted_peak) <= 0.01 * step.plan.emitted_peak
+    graph, nodes = step.plan.joint.graph, step.plan.joint.fx_nodes
+    dropouts = [v for v, n in enumerate(nodes) if n.target is torch.ops.aten.native_dropout.default]
+    masks = [nodes[v].meta["val"][1].untyped_storage().nbytes() for v in dropouts]
+    assert dropouts and [graph.mem[v] for v in dropouts] == masks and not any(graph.recomputable[v] for v in dropouts)
+    assert step.plan.recomputations > 0
 
 
 def test_the_floor_runs_compiled_with_max_pool_whole() -> None:

@@ -478,7 +478,7 @@ class _Sequences:
         return seq, score, over or score[0] <= self.graph.lower_bound
 
     def cheapen(self, seq: np.ndarray, budget: int, deadline: float) -> tuple[np.ndarray, Score]:
-        """Remove recomputations, dearest first, where the sequence stays within ``budget``."""
+        """Remove recomputations, dearest first, where the sequence stays within ``budget`` (then any left unread)."""
         score, _ = self.score(seq)
         seen = np.zeros(self.graph.n, dtype=bool)
         repeat = np.zeros(seq.size, dtype=bool)
@@ -498,7 +498,10 @@ class _Sequences:
                 score = trial_score
             else:
                 removed[q] = False
-        return seq[~removed], score
+        if not removed.any():
+            return seq, score
+        kept = self.prune(seq[~removed])  # a removed recomputation may leave its inputs' unread
+        return kept, self.score(kept)[0]
 
 
 @dataclass(frozen=True)

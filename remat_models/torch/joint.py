@@ -141,7 +141,8 @@ def joint_graph(
     forward = {n for n in _ancestors(outputs[:num_fwd_outputs]) if n.op == "call_function"}
     nodes = [n for n in module.graph.nodes if roles.get(n) is Role.COMPUTE]
     index = {n: i for i, n in enumerate(nodes)}
-    used = set().union(*(reads.provides(n) for n in outputs), *(reads.reads(n) for n in roles))
+    readers = (n for n in roles if n.target is not operator.getitem)  # a getitem reads only what its users read
+    used = set().union(*(reads.provides(n) for n in outputs), *(reads.reads(n) for n in readers))
     mem, workspace, edges = [], [], set()
     for v, node in enumerate(nodes):
         mine = {storage_key(t): t for t in tensors_of(node.meta.get("val")) if owner.get(storage_key(t)) is node}

@@ -13,8 +13,9 @@ with ``ordered``), so no plan redraws a dropout mask and draws keep eager's orde
 
 Before planning, the joint module gets the traced graph's treatment of multi-output ops (a Graph node frees
 its outputs together): convolution backwards are split into their input and parameter gradients
-(:func:`split_gradients`), and outputs that outlive the others are copied into their own nodes
-(:func:`~remat_models.torch.split.share_outputs`: a dropout's mask, so its output dies at its last reader).
+(:func:`split_gradients`), a dropout's output is derived from its mask, so it can be freed and recomputed
+(:func:`~remat_models.torch.split.rederive_dropout`), and outputs that outlive the others are copied into
+their own nodes (:func:`~remat_models.torch.split.share_outputs`).
 Kernels' scratch buffers on the CPU are measured into the Graph's workspace (:func:`with_workspace`).
 """
 
@@ -44,7 +45,7 @@ from remat_models.torch.api import cached_plan
 from remat_models.torch.joint import FLOPS_PER_BYTE, JointGraph, as_partitioned, joint_graph
 from remat_models.torch.plan_cache import PlanCache
 from remat_models.torch.save_budget import SaveBudget
-from remat_models.torch.split import mask_position, share_outputs, split_by_mask
+from remat_models.torch.split import mask_position, rederive_dropout, share_outputs, split_by_mask, used_outputs
 from remat_models.torch.workspace import measured_workspace
 
 log = logging.getLogger(__name__)
@@ -152,10 +153,13 @@ class _Emitter:
         lowers a graph, so it has no lowering); on the CPU a ``clone``.
         """
         v = step.node
-        if v in self.items:
-            raise UnsupportedConstructError(f"offloading {self.joint.graph.names[v]!r}: an op with several outputs")
-        source = self.current[v] if isinstance(step, Offload) else self.host[v]
+        item = self._only_output(v)
+        if isinstance(step, Offload):
+            source = self.current[v] if item is None else self.items[v][item]
+        else:
+            source = self.host[v]
         val = self.joint.fx_nodes[v].meta["val"]
+        val = val if item is None else val[item]
         device = torch.device("cpu") if isinstance(step, Offload) else val.device
         if device == val.device:  # CPU: the host tier is the same memory; a copy that inductor lowers too
             new = self.graph.call_function(torch.ops.aten.clone.default, (source,))
@@ -166,8 +170,19 @@ class _Emitter:
         new.meta[STEP_KEY] = step
         if isinstance(step, Offload):
             self.host[v] = new
-        else:
+        elif item is None:
             self.current[v] = new
+        else:
+            self.items[v][item] = new
+
+    def _only_output(self, v: int) -> int | None:
+        """The one output read of multi-output op v (its Graph value; a dropout's mask), None for other ops."""
+        if v not in self.items:
+            return None
+        used = used_outputs(self.joint.fx_nodes[v])
+        if len(used) != 1:
+            raise UnsupportedConstructError(f"offloading {self.joint.graph.names[v]!r}: an op with several outputs")
+        return next(iter(used))
 
     def compute(self, v: int) -> None:
         """Emit Graph node v's op, reading the current values of its inputs."""
@@ -268,6 +283,7 @@ def partition_schedule(
     """
     as_partitioned(module)
     split_gradients(module)
+    rederive_dropout(module)
     share_outputs(module)
     joint = with_workspace(joint_graph(module, num_fwd_outputs, flops_per_byte=flops_per_byte, ordered=True))
     graph = joint.graph

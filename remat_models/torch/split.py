@@ -45,7 +45,7 @@ SEPARATE_PARTS = {aten.convolution_backward.default}  # masked ops whose outputs
 COPY_SOURCE = {aten.clone.default: 0, aten.copy.default: 1}  # copy ops -> the argument whose values they copy
 
 
-def _used_outputs(node: fx.Node) -> dict[int, list[fx.Node]]:
+def used_outputs(node: fx.Node) -> dict[int, list[fx.Node]]:
     """Output index -> the getitem nodes reading it (only getitems that have users)."""
     used: dict[int, list[fx.Node]] = {}
     for user in node.users:
@@ -80,7 +80,7 @@ def split_by_mask(module: fx.GraphModule) -> int:
     split = 0
     for node in list(graph.nodes):
         mask_at = mask_position(node) if node.target in SEPARATE_PARTS else None
-        used = _used_outputs(node) if mask_at is not None else {}
+        used = used_outputs(node) if mask_at is not None else {}
         rest = sorted(index for index in used if index != 0)
         if 0 not in used or not rest:
             continue
@@ -139,7 +139,7 @@ def share_outputs(module: fx.GraphModule) -> int:
     position, last = _last_reads(graph)
     shared = 0
     for node in list(graph.nodes):
-        used = _used_outputs(node) if _multi_output(node) else {}
+        used = used_outputs(node) if _multi_output(node) else {}
         if len(used) < 2:
             continue
         ends = {
@@ -160,13 +160,56 @@ def share_outputs(module: fx.GraphModule) -> int:
         _keep_small_copies(used)
     module.recompile()
     if shared:  # fresh metadata of the ops: views of a rewired output now alias its copy
-        kept = {node: node.meta.get("val") for node in graph.nodes if node.op in ("placeholder", "get_attr")}
-        placeholders = [value for node, value in kept.items() if node.op == "placeholder"]
-        FakeTensorProp(module, detect_fake_mode(placeholders)).propagate_dont_convert_inputs(*placeholders)
-        for node, value in kept.items():
-            node.meta["val"] = value
+        _propagate(module)
     log.debug("copied outputs of %d multi-output ops", shared)
     return shared
+
+
+def _propagate(module: fx.GraphModule) -> None:
+    """Fresh fake values of every op of ``module`` after a rewrite (its inputs' values kept)."""
+    kept = {node: node.meta.get("val") for node in module.graph.nodes if node.op in ("placeholder", "get_attr")}
+    placeholders = [value for node, value in kept.items() if node.op == "placeholder"]
+    FakeTensorProp(module, detect_fake_mode(placeholders)).propagate_dont_convert_inputs(*placeholders)
+    for node, value in kept.items():
+        node.meta["val"] = value
+
+
+def rederive_dropout(module: fx.GraphModule) -> int:
+    """Readers of a training dropout's output read ``input * mask * scale`` instead; return how many dropouts.
+
+    ``native_dropout`` draws its mask and returns it with its output, one Graph node that cannot be recomputed
+    (it would draw again): its output, activation-sized, stayed resident as long as any reader might need it.
+    Derived from the mask, the output can be freed and recomputed like any op, and the op's own output is
+    scratch, dead at once. The CPU kernel computes ``input.mul(mask).mul_(scale)`` from the same 0/1 mask,
+    so the values are the same.
+    """
+    graph = module.graph
+    count = 0
+    for node in list(graph.nodes):
+        if node.target is not aten.native_dropout.default or node.args[2] is False:
+            continue
+        used = used_outputs(node)
+        if 0 not in used:
+            continue
+        if 1 in used:
+            mask = used[1][0]
+        else:
+            with graph.inserting_after(node):
+                mask = graph.call_function(operator.getitem, (node, 1))
+        source, p = node.args[0], float(node.args[1])
+        with graph.inserting_after(mask):
+            masked = graph.call_function(aten.mul.Tensor, (source, mask))
+        with graph.inserting_after(masked):
+            output = graph.call_function(aten.mul.Tensor, (masked, 0.0 if p == 1 else 1 / (1 - p)))
+        for getitem in used[0]:
+            getitem.replace_all_uses_with(output)
+            graph.erase_node(getitem)  # unread, the op's output is its scratch (the Graph's workspace)
+        count += 1
+    if count:
+        module.recompile()
+        _propagate(module)
+    log.debug("derived the outputs of %d dropouts from their masks", count)
+    return count
 
 
 def _keep_small_copies(used: dict[int, list[fx.Node]]) -> None:
