@@ -220,7 +220,8 @@ def test_the_floor_runs_compiled_with_max_pool_whole() -> None:
     within it, so the floor's search runs (recomputing, the loss included in the chain, never the loss the forward
     returns). Max pool is not decomposed (its prims' scratch is not eager's); gradients are eager's. The Graph
     frees a pool's values with its indices (one node), the generated code after their last read: the measured
-    peak is below the prediction by at most the values' bytes."""
+    peak is below the prediction by at most the values' bytes. The save-set route decomposes max pool (PyTorch's
+    partitioner then saves int8 offsets, not int64 indices)."""
     torch.manual_seed(0)
     model = nn.Sequential(
         nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(),
@@ -245,3 +246,7 @@ def test_the_floor_runs_compiled_with_max_pool_whole() -> None:
     pooled = [n.meta["val"][0] for n in nodes if n.target is torch.ops.aten.max_pool2d_with_indices.default]
     early = sum(t.untyped_storage().nbytes() for t in pooled)  # the Graph frees them with their indices
     assert 0 <= chosen.emitted_peak - measured <= early
+    saves = rt.compile(
+        model, inputs, loss_fn, targets, activation_budget=1.0, backend="aot_eager", method="saveset", cache_dir=None
+    )
+    assert any("low_memory_max_pool" in str(n.target) for n in saves.plan.joint.fx_nodes)  # int8 offsets saved

@@ -267,13 +267,17 @@ MAX_POOL_OPS = frozenset(
 )
 """Decomposed, max pool runs inductor's low-memory prims, whose ATen fallbacks (``aot_eager``) take scratch: 3.6 MB
 on the zoo ResNet's stem, which set its joint graph's step bound (4.98 MB; kept whole 3.15 MB, and its least
-peak found fell from 4.98 to 3.43 MB, below the traced graph's 4.37 MB above its fixed memory)."""
+peak found fell from 4.98 to 3.43 MB, below the traced graph's 4.37 MB above its fixed memory). Kept whole on
+the schedule route only: PyTorch's partitioner (the save-set route) saves the decomposition's int8 offsets, the
+whole op's int64 indices (the zoo ResNet's save-set route measured 0.95 x eager's peak with max pool whole, 0.85 x
+decomposed)."""
 KEPT_OPS = GELU_OPS | MAX_POOL_OPS
-"""Ops kept whole on both backends (inductor lowers them itself, or falls back to their ATen kernels)."""
+"""Ops kept whole (inductor lowers them itself, or falls back to their ATen kernels): :data:`GELU_OPS` on both
+routes, :data:`MAX_POOL_OPS` on the schedule route."""
 
 
-def _decompositions() -> dict[Any, Any]:
-    """Inductor's decompositions without those of random ops and :data:`KEPT_OPS`, for both backends.
+def _decompositions(kept: frozenset[Any]) -> dict[Any, Any]:
+    """Inductor's decompositions without those of random ops and of ``kept`` (ops run whole), for both backends.
 
     Random ops keep their eager kernels, which draw eager's numbers (inductor: ``fallback_random``).
     ``torch._inductor.lowering`` is imported for them: the max-pool decomposition reads it, and in a process
@@ -285,7 +289,7 @@ def _decompositions() -> dict[Any, Any]:
 
     table = select_decomp_table().items()
     random = torch.Tag.nondeterministic_seeded
-    return {op: fn for op, fn in table if op not in KEPT_OPS and random not in getattr(op, "tags", ())}
+    return {op: fn for op, fn in table if op not in kept and random not in getattr(op, "tags", ())}
 
 
 @functools.cache
@@ -308,19 +312,21 @@ def save_set_backend(
 ) -> Callable[..., Any]:
     """A ``torch.compile`` backend partitioning with ``partitioner``: inductor (config ``options``) or AOTAutograd.
 
-    AOTAutograd runs no compiler (``aot_eager``); both decompose with :func:`_decompositions`.
+    AOTAutograd runs no compiler (``aot_eager``); both decompose with :func:`_decompositions`, keeping the
+    partitioner's ops whole (:data:`KEPT_OPS` for schedules, :data:`GELU_OPS` for save sets).
     """
+    decompositions = _decompositions(GELU_OPS if partitioner.saves else KEPT_OPS)
     if backend == "inductor":
         from torch._inductor.compile_fx import compile_fx
 
         _register_kept_fallbacks()
         patches = {**(options or {}), "custom_partitioner_fn": partitioner}
-        return functools.partial(compile_fx, config_patches=patches, decompositions=_decompositions())
+        return functools.partial(compile_fx, config_patches=patches, decompositions=decompositions)
     nop = get_nop_func()  # as PyTorch's aot_eager_decomp_partition: boxed, so saved values die at their last use
     return aot_autograd(
         fw_compiler=nop,
         bw_compiler=nop,
-        decompositions=_decompositions(),
+        decompositions=decompositions,
         partition_fn=lambda gm, inputs, **kw: partitioner(gm, inputs, compiler="inductor", **kw),
     )
 
