@@ -18,6 +18,9 @@ the profiler's memory events, ``profile_memory=True``); FLOPs of every op (``Flo
 time over ``--repeats`` steps, interleaved with eager steps (the ratio is of the two medians, so load on a
 shared machine cancels); the largest gradient difference from eager under the same seed.
 
+After the table it prints issue 33's done-when, criterion by criterion, with every miss
+(:mod:`vs_pytorch_criteria`; ``--replot FILE`` for an earlier run's rows).
+
   nice -n 5 .venv/bin/python benchmarks/vs_pytorch.py -o vs_pytorch.jsonl --plot vs_pytorch.png
 """
 
@@ -37,6 +40,7 @@ from typing import Any
 import torch
 from torch._functorch import config as functorch_config
 from torch.utils.flop_counter import FlopCounterMode
+from vs_pytorch_criteria import criteria
 
 import remat_models.torch as rt
 from remat_models.torch.validate import profiled_peak
@@ -253,6 +257,7 @@ def main() -> None:
         if args.plot:
             plot(rows, args.plot)
         print(table(rows, budgets))
+        print("\n".join(criteria(rows)))
         return
     rows: list[Row] = []
     for name in args.models.split(","):  # results are written after each model
@@ -263,6 +268,7 @@ def main() -> None:
             plot(rows, args.plot)
         print(f"backend {args.backend}; cells: peak / FLOPs / time, each x eager")
         print(table(rows, budgets), flush=True)
+    print("\n".join(criteria(rows)))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,80 @@
+"""Issue 33's done-when over ``vs_pytorch.py``'s rows: each criterion with its count and every miss named.
+
+The criteria: the compile route (``ours-schedule``) measures within 1 % or 1 MiB of its prediction; it peaks at
+or below the executor route (``ours-executor``) + 2 %; its step time at b = 1 is within 1.05 x PyTorch's at
+b = 1 (time as a multiple of eager's, the two medians of interleaved steps); every PyTorch point has one of ours
+(any system, any budget) below it in both peak and time; ``ours-sac`` at b = 1 is at or below eager's peak and
+never rises as the budget falls.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import Any
+
+MIB = 2**20
+PREDICTION_SHARE = 0.01
+EXECUTOR_SHARE = 1.02
+TIME_SHARE = 1.05
+
+
+def _time(row: Any) -> float:
+    return row.seconds / row.eager_seconds
+
+
+def criteria(rows: Sequence[Any]) -> list[str]:
+    """One line per criterion (``held/checked``) and one per miss."""
+    eager = {r.model: r for r in rows if r.system == "eager"}
+    at = {(r.model, r.system, r.budget): r for r in rows if r.system != "eager"}
+    lines: list[str] = []
+
+    def check(name: str, cases: list[tuple[str, bool]]) -> None:
+        lines.append(f"{name}: {sum(ok for _, ok in cases)}/{len(cases)}")
+        lines.extend(f"  miss: {case}" for case, ok in cases if not ok)
+
+    schedule = [r for r in rows if r.system == "ours-schedule" and r.predicted]
+    check(
+        "compile route within 1 % or 1 MiB of its prediction",
+        [
+            (f"{r.model} b={r.budget}: {(r.peak - r.predicted) / MIB:+.2f} MiB",
+             abs(r.peak - r.predicted) <= max(PREDICTION_SHARE * r.predicted, MIB))
+            for r in schedule
+        ],
+    )  # fmt: skip
+    paired = [(r, at.get((r.model, "ours-executor", r.budget))) for r in schedule]
+    check(
+        "compile route at or below the executor's peak + 2 %",
+        [
+            (f"{r.model} b={r.budget}: {r.peak / e.peak:.3f} x", r.peak <= EXECUTOR_SHARE * e.peak)
+            for r, e in paired
+            if e
+        ],
+    )
+    firsts = [(at.get((m, "ours-schedule", 1.0)), at.get((m, "pytorch", 1.0))) for m in eager]
+    check(
+        "time at b = 1 within 1.05 x PyTorch's",
+        [(f"{o.model}: {_time(o) / _time(p):.3f} x", _time(o) <= TIME_SHARE * _time(p)) for o, p in firsts if o and p],
+    )
+    theirs = [r for r in rows if r.system == "pytorch"]
+    ours = [r for r in rows if r.system.startswith("ours")]
+    check(
+        "PyTorch points dominated in peak and time",
+        [
+            (f"{p.model} b={p.budget}: {p.peak / eager[p.model].peak:.3f} x peak at {_time(p):.3f} x time",
+             any(o.model == p.model and o.peak < p.peak and _time(o) < _time(p) for o in ours))
+            for p in theirs
+        ],
+    )  # fmt: skip
+    sac = {
+        m: sorted((r for r in rows if r.model == m and r.system == "ours-sac"), key=lambda r: -r.budget) for m in eager
+    }
+    check(
+        "sac at or below eager at b = 1, never rising as the budget falls",
+        [
+            (m, s[0].peak <= eager[m].peak and all(a.peak >= b.peak for a, b in itertools.pairwise(s)))
+            for m, s in sac.items()
+            if s
+        ],
+    )
+    return lines
