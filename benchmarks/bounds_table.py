@@ -85,10 +85,8 @@ def main() -> None:
     parser.add_argument("--budgets", default="90%,70%,50%", help="budgets of the --checkmate table")
     args = parser.parse_args()
     if args.checkmate:
-        print(
-            "| graph | nodes | budget | cost bound: TDI % (proved by) | Checkmate status | Checkmate TDI % | gap % "
-            "| bound s |"
-        )
+        print("| graph | nodes | budget | cost bound: TDI % (proved by) | Checkmate status | Checkmate TDI % | gap % "
+              "| bound s |")
         print("|---|---:|---:|---|---|---:|---:|---:|")
         print("\n".join(checkmate_rows(args.graphs, args.budgets.split(","), args.checkmate, args.time_limit)))
         return

@@ -39,6 +39,7 @@ sys.modules["remat_example_zoo"] = zoo
 _spec.loader.exec_module(zoo)
 
 
+
 def build(name: str, size: str, attention: str) -> zoo.Example:
     """A zoo model (seeded: two calls give identical weights and batches) with the given attention."""
     example = zoo.ZOO[name](size=size)

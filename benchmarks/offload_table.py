@@ -36,13 +36,8 @@ def run(graph, budget: int, args, speed: float | None) -> dict:
     started = time.perf_counter()
     try:
         result = plan(
-            graph,
-            budget,
-            formulation=args.formulation,
-            backend=args.backend,
-            extensions=extensions,
-            time_limit=args.time_limit,
-            init=args.init,
+            graph, budget, formulation=args.formulation, backend=args.backend, extensions=extensions,
+            time_limit=args.time_limit, init=args.init,
         )
     except BudgetInfeasibleError as error:
         row.update(status="below lower bound", lower_bound=error.lower_bound)
@@ -54,14 +49,9 @@ def run(graph, budget: int, args, speed: float | None) -> dict:
     row.update(status=result.details.get("solver_status", result.status.value), wall_s=time.perf_counter() - started)
     if sim is not None:
         row.update(
-            fits=sim.peak <= budget,
-            peak=sim.peak,
-            tdi=sim.tdi,
-            recomputations=sim.recomputations,
-            transfer_share=100 * sim.transfer_cost / float(graph.cost.sum()),
-            offloads=sim.offloads,
-            prefetches=sim.prefetches,
-            host_peak=sim.host_peak,
+            fits=sim.peak <= budget, peak=sim.peak, tdi=sim.tdi, recomputations=sim.recomputations,
+            transfer_share=100 * sim.transfer_cost / float(graph.cost.sum()), offloads=sim.offloads,
+            prefetches=sim.prefetches, host_peak=sim.host_peak,
         )
     return row
 
@@ -78,10 +68,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     speeds = [float(s) for s in args.speeds.split(",")]
-    print(
-        "| graph | budget | plan | status | TDI % | transfers % of compute | offloads / prefetches | host peak | "
-        "peak | time (s) |"
-    )
+    print("| graph | budget | plan | status | TDI % | transfers % of compute | offloads / prefetches | host peak | "
+          "peak | time (s) |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for name in args.graphs.split(","):
         graph = read_graph(SHARED / f"{name}.json")

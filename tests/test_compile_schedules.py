@@ -65,15 +65,8 @@ def test_a_three_way_plan_runs_compiled_with_host_copies(mlp) -> None:
     model, inputs, targets, loss_fn, (eager_loss, eager_grads) = mlp
     transfer = TransferModel(out_bw=1e6, in_bw=1e6, host_capacity=1 << 30)
     step = rt.compile(  # 12,000 B: below this MLP's input-order peak (15,460 B), reached with 5 offloads
-        model,
-        inputs,
-        loss_fn,
-        targets,
-        budget=12_000,
-        backend="aot_eager",
-        method="three-way",
-        transfer=transfer,
-        cache_dir=None,
+        model, inputs, loss_fn, targets, budget=12_000, backend="aot_eager", method="three-way",
+        transfer=transfer, cache_dir=None,
     )
     loss, grads = seeded_grads(model, lambda: step(inputs, targets))
     torch.testing.assert_close(loss, eager_loss)
@@ -95,7 +88,9 @@ def test_a_three_way_plan_runs_compiled_with_host_copies(mlp) -> None:
 def test_bad_methods_are_configuration_errors(mlp, method: str, transfer, message: str) -> None:
     model, inputs, targets, loss_fn, _ = mlp
     with pytest.raises(ConfigurationError, match=message):
-        rt.compile(model, inputs, loss_fn, targets, budget="80%", backend="aot_eager", method=method, transfer=transfer)
+        rt.compile(
+            model, inputs, loss_fn, targets, budget="80%", backend="aot_eager", method=method, transfer=transfer
+        )
 
 
 def floor_step_like_eager(model, inputs, targets, loss_fn, eager) -> compiled.CompiledStep:

@@ -259,7 +259,7 @@ def _remat(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 def test_cli_with_extension_solve_and_readable_exports(tmp_path: Path) -> None:
     graph = tmp_path / "chain6.json"
     write_graph(linear_chain(6), graph)
-    cap = f'{EXAMPLE}:ComputeCap:cap=1,nodes=["f1"]'
+    cap = f"{EXAMPLE}:ComputeCap:cap=1,nodes=[\"f1\"]"
     solved = _remat("solve", str(graph), "-b", "4", "-f", "checkmate", "--with", cap, "-o", "p.json", cwd=tmp_path)
     assert solved.returncode == 0, solved.stderr
     assert json.loads((tmp_path / "p.json").read_text())["metadata"]["total_cost"] == 20.0

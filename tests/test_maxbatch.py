@@ -93,7 +93,9 @@ def test_heuristic_baselines_are_bounded_by_the_exact_batch() -> None:
 
 def test_fastsa_baseline_under_a_time_limit() -> None:
     graph = chain(4)
-    result = checked(graph, max_batch(graph, 24, heuristic="fastsa", time_limit=3, options={"iterations": (2000, 200)}))
+    result = checked(
+        graph, max_batch(graph, 24, heuristic="fastsa", time_limit=3, options={"iterations": (2000, 200)})
+    )
     assert 4 <= result.batch <= 6
     assert result.probes and all(p.wall_time >= 0 for p in result.probes)
 

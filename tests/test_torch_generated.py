@@ -13,9 +13,11 @@ pytest.importorskip("transformers")
 
 import remat_models.torch as rt  # noqa: E402
 from remat_models.core.schedule import Free, Schedule, input_order_schedule, simulate  # noqa: E402
-from remat_models.planning.plan import PlanStatus, plan  # noqa: E402
+from remat_models.planning.plan import PlanStatus  # noqa: E402
+from remat_models.torch.api import cached_plan  # noqa: E402
 from remat_models.torch.compiled_step import keep_until_free  # noqa: E402
 from remat_models.torch.costs import flop_counter  # noqa: E402
+from remat_models.torch.plan_cache import PlanCache  # noqa: E402
 from remat_models.torch.validate import MIB, profiled_peak  # noqa: E402
 
 torch.set_num_threads(1)
@@ -94,8 +96,9 @@ def test_recomputing_plan_matches_eager_and_interpreter(name: str) -> None:
     model, inputs, targets, loss_fn = build(name, "eager")
     torch_graph = rt.extract(model, inputs, loss_fn, targets, name=name)
     graph = torch_graph.graph
-    result = plan(graph, rt.activation_bytes(graph, 0.0), "auto", time_limit=2)  # the floor: heavy recomputation
+    result = cached_plan(graph, None, 0.0, "chen-greedy", time_limit=None, cache=PlanCache(None))  # the floor
     assert result.status is PlanStatus.WITHIN_BUDGET and result.simulation.recomputations > 0
+    assert result.simulation.peak <= rt.least_peak(graph) == result.budget
     step = rt.RematStep(model, torch_graph, result)
     step(inputs, targets)
     assert_same_grads(model, want)
@@ -135,15 +138,16 @@ def test_interpreter_on_request() -> None:
 
 
 def test_every_activation_budget_yields_a_plan_with_monotone_peaks() -> None:
-    """0 is the least peak a fast plan reaches (not the weak lower bound); auto fits every budget in [0, 1]."""
+    """0 is the least peak a plan reaches quickly (not the weak lower bound); every budget in [0, 1] gets a plan
+    within it (auto's, or the floor search's where auto finds none in its second)."""
     model, inputs, targets, loss_fn = build("gpt2", "eager")
     graph = rt.extract(model, inputs, loss_fn, targets).graph
     assert graph.lower_bound < rt.least_peak(graph) == rt.activation_bytes(graph, 0)
     peaks = []
     for fraction in (0.0, 0.25, 0.5, 0.75, 1.0):
         budget = rt.activation_bytes(graph, fraction)
-        result = plan(graph, budget, "auto", time_limit=1)
-        assert result.status is PlanStatus.WITHIN_BUDGET
+        result = cached_plan(graph, None, fraction, "auto", time_limit=1, cache=PlanCache(None))
+        assert result.status is PlanStatus.WITHIN_BUDGET and result.budget == budget
         peak = simulate(graph, result.schedule).peak
         assert peak <= budget
         peaks.append(peak)

@@ -39,6 +39,7 @@ def parse_size(text: str | int | float) -> int:
         return to_bytes(Decimal(match["number"]) * UNITS.get(unit, 1), text, "size")
 
 
+
 @contextmanager
 def exact(text: str | int | float) -> Iterator[None]:
     """Exact decimal arithmetic; a number beyond its exponent range becomes a BudgetError naming ``text``."""
@@ -63,3 +64,5 @@ def to_bytes(value: Decimal, text: str | int | float, what: str = "budget") -> i
     if value > MAX_BYTES:
         raise BudgetError(f"{what} {text!r} is too large: the most this library takes is {MAX_BYTES:,} B (2**62 - 1)")
     return int(value.to_integral_value(rounding=ROUND_FLOOR))
+
+

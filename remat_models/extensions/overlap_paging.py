@@ -65,7 +65,9 @@ class OverlapPaging(Paging):
     @property
     def supports(self) -> frozenset[str]:  # type: ignore[override]
         """The formulations that declare ``overlap_paging`` (Checkmate: its stage structure carries the clocks)."""
-        return frozenset(name for name in formulation_names() if get_formulation(name).overlap_paging)
+        return frozenset(
+            name for name in formulation_names() if get_formulation(name).overlap_paging
+        )
 
     def _part(self, built: Any) -> type[PagingPart]:
         if built.formulation not in self.supports:

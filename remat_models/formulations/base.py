@@ -348,7 +348,9 @@ class SolveChain:
         """The formulation's options, normalised once, with its integral option set for this backend if unset."""
         return integral_options(self.form, options, self.integral)
 
-    def build(self, graph: Graph, budget: int, options: Any = None, extensions: Sequence[Extension] = ()) -> BuiltModel:
+    def build(
+        self, graph: Graph, budget: int, options: Any = None, extensions: Sequence[Extension] = ()
+    ) -> BuiltModel:
         """Build for this backend, then apply ``extensions``."""
         return build_extended(self.form, graph, budget, options, extensions, integral=self.integral)
 

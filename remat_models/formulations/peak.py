@@ -22,7 +22,6 @@ from remat_models.formulations.base import BuiltModel, SolveChain
 
 log = logging.getLogger(__name__)
 
-
 @dataclass
 class PeakModel:
     """A base model on the per-sample graph with a variable capacity column and its cost row's terms.

@@ -154,7 +154,9 @@ def atomic_files(
                 temp.unlink()
 
 
-def write_atomic(path: str | os.PathLike[str], write: Callable[[Path], None], verify: Verify | None = None) -> Path:
+def write_atomic(
+    path: str | os.PathLike[str], write: Callable[[Path], None], verify: Verify | None = None
+) -> Path:
     """Call ``write(temp)`` and move the complete, verified temp file onto ``path``; return ``path``."""
     with atomic_files([path], verify) as (temp,):
         write(temp)

@@ -105,7 +105,7 @@ def _step(entry: Any, k: int, graph: Graph) -> Step:
         node = _step(entry[:2], k, graph).node
         return Compute(node, impl_index(graph, node, entry[2], k))
     if not (isinstance(entry, list) and len(entry) == 2):
-        raise InvalidScheduleError(f'expected [op, node name] or ["compute", node, impl], got {entry!r}', step=k)
+        raise InvalidScheduleError(f"expected [op, node name] or [\"compute\", node, impl], got {entry!r}", step=k)
     op, name = entry
     step_type = _OPS.get(op) if isinstance(op, str) else None
     if step_type is None:

@@ -300,7 +300,9 @@ class _Search:
             return found, result.schedule if ok else None
 
         deadline = None if time_limit is None else time.perf_counter() + time_limit
-        batch, schedule, bound = self._bisect(probe, max(self.start_batch, 0), self.start, max(self.upper, 0), deadline)
+        batch, schedule, bound = self._bisect(
+            probe, max(self.start_batch, 0), self.start, max(self.upper, 0), deadline
+        )
         return self.finish("bisection", f"{name}/{backend}", batch, schedule, bound)
 
     def _planned_probes(self, lo: int) -> int:

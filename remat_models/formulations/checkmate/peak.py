@@ -17,7 +17,9 @@ class CheckmatePeak(PeakPart):
     """Checkmate's peak part (``Checkmate.peak_model``)."""
 
     @classmethod
-    def build(cls, graph: Graph, chain: SolveChain, options: Mapping[str, Any] | None, initial: Schedule) -> PeakModel:
+    def build(
+        cls, graph: Graph, chain: SolveChain, options: Mapping[str, Any] | None, initial: Schedule
+    ) -> PeakModel:
         """Checkmate on the per-sample graph with ``U[t, v] + ws_v R[t, v] <= PEAK`` (capacity: every byte)."""
         everything = graph.fixed_mem + int(graph.mem.sum()) + int(graph.workspace.max())
         built = chain.build(graph, everything, options)

@@ -65,22 +65,14 @@ def apply(paging: Paging, built: Any) -> None:
     r = np.arange(P * K)
     if r.size:  # presence => start >= s_v^1 + 1
         m.add_indicators(
-            presence,
-            np.concatenate([r, r]),
-            np.concatenate([start, retain_start[lay.ptr[owner]]]),
-            np.concatenate([np.ones(r.size), -np.ones(r.size)]),
-            1.0,
-            np.inf,
+            presence, np.concatenate([r, r]), np.concatenate([start, retain_start[lay.ptr[owner]]]),
+            np.concatenate([np.ones(r.size), -np.ones(r.size)]), 1.0, np.inf,
         )
     if later.size:  # presence[k+1] => end[k] <= start[k+1]
         q = np.arange(later.size)
         m.add_indicators(
-            presence[later],
-            np.concatenate([q, q]),
-            np.concatenate([end[later - 1], start[later]]),
-            np.concatenate([np.ones(later.size), -np.ones(later.size)]),
-            -np.inf,
-            0.0,
+            presence[later], np.concatenate([q, q]), np.concatenate([end[later - 1], start[later]]),
+            np.concatenate([np.ones(later.size), -np.ones(later.size)]), -np.inf, 0.0,
         )
     if P:
         m.extend_cumulative(built.hooks["memory"], fetch.ids, built.scaled.mem[owner])

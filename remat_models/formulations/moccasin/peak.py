@@ -18,7 +18,9 @@ class MoccasinPeak(PeakPart):
     """Moccasin's peak part (``MoccasinFormulation.peak_model``)."""
 
     @classmethod
-    def build(cls, graph: Graph, chain: SolveChain, options: Mapping[str, Any] | None, initial: Schedule) -> PeakModel:
+    def build(
+        cls, graph: Graph, chain: SolveChain, options: Mapping[str, Any] | None, initial: Schedule
+    ) -> PeakModel:
         """Moccasin's phase-1 model on the per-sample graph: the cumulative's capacity ``peak`` is the variable."""
         opts = chain.options(options)
         everything = graph.fixed_mem + int(graph.mem.sum()) + int(graph.workspace.max())

@@ -109,3 +109,4 @@ def _fill_prefix(built: MonetModel, x: np.ndarray) -> None:
         if ki.size and (kpre[t, 1:] >= 0).all():
             per_position = np.bincount(ki, weights=kf * M[ki] * x[kc], minlength=P)
             x[kpre[t, 1:]] = np.cumsum(per_position)
+

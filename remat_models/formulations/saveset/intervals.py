@@ -55,7 +55,9 @@ class SaveSetIntervalsOptions:
     def validated(self) -> SaveSetIntervalsOptions:
         """Self, after range checks."""
         if not 0.0 < self.cost_precision < 1.0:
-            raise ConfigurationError(f"saveset-intervals cost_precision must lie in (0, 1), got {self.cost_precision}")
+            raise ConfigurationError(
+                f"saveset-intervals cost_precision must lie in (0, 1), got {self.cost_precision}"
+            )
         return self
 
 
