@@ -45,7 +45,9 @@ log = logging.getLogger(__name__)
 
 FLOOR_METHODS = ("chen-greedy", "knapsack")  # fast methods whose lowest peak is activation budget 0
 LEAST_SLICE = 0.01  # seconds left to the method when the floor's search took the whole time limit
-FLOOR_SECONDS = 1.0  # the least-peak search's time for activation budget 0 (it counts against PLAN_SECONDS)
+FLOOR_SECONDS = 1.0  # the least-peak search's time for activation budget 0, at most (it counts against the limit)
+FLOOR_SHARE = 0.2  # of a planning time limit, for that search
+FALLBACK_MIN_SECONDS = 0.05  # left to the limit, else a method's miss gives way to the floor's schedule, no search
 PLAN_SECONDS = 5.0  # the torch APIs' default planning time: a training start, not a benchmark (time_limit= for more)
 Tensors = torch.Tensor | Sequence[torch.Tensor]
 
@@ -188,15 +190,15 @@ FLOORS_KEPT = 32  # graphs whose floor this process remembers (by content hash)
 _floors: dict[str, Floor] = {}
 
 
-def activation_floor(graph: Graph) -> Floor:
+def activation_floor(graph: Graph, seconds: float = FLOOR_SECONDS) -> Floor:
     """The least peak of the fast plans (Chen's greedy sweep, the knapsack) and of the least-peak search.
 
     The fast plans are asked for the graph's least budget: its step lower bound, or the peak lower bound
     ``plan`` names when it refuses that (values that cannot be recomputed, e.g. dropout masks, stay resident),
     again until no call refuses it (the bound's search is timed: a later call may prove more). The least-peak
-    search descends from them for ``FLOOR_SECONDS`` (on the zoo ResNet's joint graph: 6.9 MB by the fast
-    plans, 3.4 MB by the search in 0.5 s). Remembered per graph in this process, so every activation budget
-    of one graph spans the same range.
+    search descends from them for ``seconds`` (on the zoo ResNet's joint graph: 6.9 MB by the fast plans,
+    3.4 MB by the search in 0.5 s). Remembered per graph in this process, so every activation budget of one
+    graph spans the same range.
     """
     floor = _floors.get(graph.content_hash)
     if floor is not None:
@@ -211,7 +213,7 @@ def activation_floor(graph: Graph) -> Floor:
     best = min(results, key=lambda result: result.simulation.peak)  # type: ignore[union-attr]
     fast = best.simulation.peak  # type: ignore[union-attr]
     floor = Floor(fast, best.schedule, best.method, fast)  # type: ignore[arg-type]
-    found = least_peak_search(graph, time_limit=FLOOR_SECONDS)
+    found = least_peak_search(graph, time_limit=seconds)
     if found.peak < fast:
         floor = Floor(found.peak, found.schedule, "least-peak", fast)
     log.info("activation floor of %s: %d B by %s (the fast plans: %d B)", graph.name, floor.peak, floor.method, fast)
@@ -232,18 +234,20 @@ def activation_top(graph: Graph, eager: int | None = None) -> int:
     return peak if eager is None else min(peak, eager + graph.fixed_mem)
 
 
-def activation_bytes(graph: Graph, fraction: float, eager: int | None = None) -> int:
+def activation_bytes(
+    graph: Graph, fraction: float, eager: int | None = None, floor_seconds: float = FLOOR_SECONDS
+) -> int:
     """Budget bytes for an activation budget: floor + fraction x (top - floor), monotone in ``fraction``.
 
-    0 is the least peak a plan reaches quickly (:func:`activation_floor`; where a method finds nothing within
-    it, :func:`cached_plan` runs the floor's own schedule), 1 the
+    0 is the least peak a plan reaches quickly (:func:`activation_floor`, its search taking ``floor_seconds``
+    at most; where a method finds nothing within it, :func:`cached_plan` runs the floor's own schedule), 1 the
     input-order peak (no recomputation needed) or, where lower, ``eager``: eager autograd's peak above the
     fixed memory (:func:`~remat_models.torch.save_budget.eager_peak`; on a traced step's own Graph the
     input-order peak is eager's); the resolved bytes are logged.
     """
     if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 <= fraction <= 1:
         raise BudgetError(f"activation_budget must be a number in [0, 1], got {fraction!r}")
-    floor = min(least_peak(graph), input_order_peak(graph))
+    floor = min(activation_floor(graph, floor_seconds).peak, input_order_peak(graph))
     peak = max(floor, activation_top(graph, eager))  # eager's peak may lie below the least a plan reaches
     limit = floor + math.floor(fraction * (peak - floor))
     log.info("activation budget %.3g of %s: %d B (floor %d B, peak %d B)", fraction, graph.name, limit, floor, peak)
@@ -343,7 +347,9 @@ def cached_plan(
     A method that takes a time limit gets ``PLAN_SECONDS`` when ``time_limit`` is None (the activation
     budget's floor counts against it) and, only if that plan does not fit, a second run with the method's own
     default time. Within an activation budget, a plan that does not fit gives way to the least-peak search's
-    cheapest fit, else to the floor's schedule (:func:`activation_floor`), which fits every activation budget.
+    cheapest fit, else to the floor's schedule (:func:`activation_floor`), which fits every activation budget;
+    each of those searches takes ``FLOOR_SHARE`` of the time limit (at most ``FLOOR_SECONDS``), the second
+    only what the method left of it.
     A plan that fits is stored; a stored one is reused once validated.
     """
     time_limit = check_time_limit(time_limit)
@@ -363,14 +369,17 @@ def cached_plan(
     if result is not None:
         return result
     started = time.monotonic()
-    limit = budget if budget is not None else activation_bytes(graph, activation_budget, eager)  # type: ignore[arg-type]
     seconds = PLAN_SECONDS if short else time_limit
-    if budget is None and seconds is not None:
-        seconds = max(seconds - (time.monotonic() - started), LEAST_SLICE)
+    search = FLOOR_SECONDS if seconds is None else min(FLOOR_SECONDS, FLOOR_SHARE * seconds)
+    deadline = None if seconds is None else started + seconds
+    limit = budget if budget is not None else activation_bytes(graph, activation_budget, eager, search)  # type: ignore[arg-type]
+    if budget is None and deadline is not None:
+        seconds = max(deadline - time.monotonic(), LEAST_SLICE)
     first_over = short or allow_over_budget or budget is None
     result = plan_graph(graph, limit, method, allow_over_budget=first_over, time_limit=seconds, **options)
     if budget is None and not _fits(result, limit) and activation_floor(graph).peak <= limit:
-        result = _floor_result(graph, limit, options.get("transfer"))
+        left = search if deadline is None else min(search, deadline - time.monotonic())
+        result = _floor_result(graph, limit, options.get("transfer"), left)
     if short and not _fits(result, limit):
         why = "%s: nothing within %d B in %.0f s; planning again with the method's own time"
         log.info(why, ref.label, limit, PLAN_SECONDS)
@@ -412,11 +421,17 @@ def _fits(result: PlanResult, limit: int) -> bool:
     return result.simulation is not None and result.simulation.fits(limit)
 
 
-def _floor_result(graph: Graph, limit: int, transfer: Any) -> PlanResult:
-    """The least-peak search's cheapest schedule within ``limit`` (at or above the floor), else the floor's own."""
+def _floor_result(graph: Graph, limit: int, transfer: Any, seconds: float) -> PlanResult:
+    """The least-peak search's cheapest schedule within ``limit`` (at or above the floor), else the floor's own.
+
+    The search takes ``seconds``; with less than ``FALLBACK_MIN_SECONDS`` the floor's schedule runs at once.
+    """
     floor = activation_floor(graph)
-    found = least_peak_search(graph, limit, time_limit=FLOOR_SECONDS)
-    schedule, method = (found.schedule, "least-peak") if found.peak <= limit else (floor.schedule, floor.method)
+    schedule, method = floor.schedule, floor.method
+    if seconds >= FALLBACK_MIN_SECONDS:
+        found = least_peak_search(graph, limit, time_limit=seconds)
+        if found.peak <= limit:
+            schedule, method = found.schedule, "least-peak"
     log.info("nothing planned within %d B: running the %s schedule (the activation floor's search)", limit, method)
     simulation = simulate(graph, schedule, transfer)
     return _schedule_result(graph, limit, method, schedule, simulation, {"activation_floor": True})
