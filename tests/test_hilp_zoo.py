@@ -42,10 +42,13 @@ def test_hilp_has_a_schedule_whenever_a_heuristic_does(spec: str, fraction: floa
         fastsa = plan(graph, budget, "fastsa", time_limit=3, allow_over_budget=True)
         fitting = [fastsa.simulation.total_cost] if fastsa.status is PlanStatus.WITHIN_BUDGET else []
     result = plan(graph, budget, formulation="hilp", time_limit=4, allow_over_budget=True)
-    assert result.details["depth"] >= 1  # hierarchical (the graph has more than flat_max_nodes nodes)
     assert result.solver_status not in (SolveStatus.OPTIMAL, SolveStatus.INFEASIBLE)
     assert result.status is not PlanStatus.INFEASIBLE
-    if result.solver_status is SolveStatus.NO_SOLUTION:
+    if "build_skipped" in result.details:  # under load (CI's two workers) the build passed its share of the 4 s
+        assert result.solver_status is SolveStatus.NO_SOLUTION  # no schedule, said so; plan returns its warm start
+    else:
+        assert result.details["depth"] >= 1  # hierarchical (the graph has more than flat_max_nodes nodes)
+    if result.solver_status is SolveStatus.NO_SOLUTION and "build_skipped" not in result.details:
         reason = result.details["reason"]  # under load the warm start (now with the save-set search) may leave
         assert "no combination" in reason or "time limit passed" in reason  # the top level no time
     if fitting:
