@@ -41,6 +41,7 @@ import torch
 from torch._functorch import config as functorch_config
 from torch.utils.flop_counter import FlopCounterMode
 from vs_pytorch_criteria import criteria
+from vs_pytorch_pairs import Pair, pairs_table, run_pairs
 
 import remat_models.torch as rt
 from remat_models.torch.validate import profiled_peak
@@ -141,8 +142,13 @@ def run_model(
     budgets: tuple[float, ...],
     systems: tuple[str, ...] = SYSTEMS,
     method: str = "auto",
-) -> list[Row]:
-    """Every system at every budget on one model (``ours-schedule``, ``ours-executor``: ``method``'s schedule)."""
+    pair_repeats: int = 0,
+) -> list[Row | Pair]:
+    """Every system at every budget on one model (``ours-schedule``, ``ours-executor``: ``method``'s schedule).
+
+    Then, with ``pair_repeats``, each PyTorch point against its partner of ours, steps interleaved
+    (:mod:`vs_pytorch_pairs`).
+    """
     model, inputs, targets, loss_fn = build(zoo, name)
 
     def eager() -> None:
@@ -184,7 +190,26 @@ def run_model(
             add("ours-executor", budget, lambda s=step: s(inputs, targets), step.predicted_peak)
         cells = [f"{r.system} {r.peak / MIB:.1f} (predicted {(r.predicted or 0) / MIB:.1f})" for r in rows[done:]]
         print(f"{name} b={budget}: {', '.join(cells)} MiB", flush=True)
-    return rows
+    if not pair_repeats:
+        return rows
+    return [*rows, *run_pairs(name, model, inputs, targets, loss_fn, rows, backend, pair_repeats, method)]
+
+
+def read_rows(text: str) -> list[Row | Pair]:
+    """The rows and pairs of an ``-o`` file."""
+    records = [json.loads(line) for line in text.splitlines()]
+    return [Pair(**r) if r.get("kind") == "pair" else Row(**r) for r in records]
+
+
+def report(rows: list[Row | Pair], budgets: tuple[float, ...]) -> str:
+    """The table, the head-to-head pairs (if any), and the done-when."""
+    table_rows = [r for r in rows if isinstance(r, Row)]
+    pairs = [r for r in rows if isinstance(r, Pair)]
+    parts = [table(table_rows, budgets)]
+    if pairs:
+        eager_peaks = {r.model: r.peak for r in table_rows if r.system == "eager"}
+        parts.append("Head to head, steps interleaved:\n" + pairs_table(pairs, eager_peaks))
+    return "\n\n".join([*parts, "\n".join(criteria(table_rows, pairs))])
 
 
 def table(rows: list[Row], budgets: tuple[float, ...]) -> str:
@@ -245,6 +270,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--systems", default=",".join(SYSTEMS), help=f"of {', '.join(SYSTEMS)}")
     parser.add_argument("--method", default="auto", help="the planner of ours-schedule")
+    parser.add_argument(
+        "--pairs", type=int, default=15, help="interleaved steps of each PyTorch point against ours (0: none)"
+    )
     parser.add_argument("-o", "--output", type=Path, help="JSON lines of every row")
     parser.add_argument("--plot", type=Path, help="PNG of peak vs FLOPs and vs time")
     parser.add_argument("--replot", type=Path, help="read the rows of an earlier -o file instead of measuring")
@@ -253,22 +281,21 @@ def main() -> None:
     budgets = tuple(float(b) for b in args.budgets.split(","))
     zoo = load_zoo()
     if args.replot:
-        rows = [Row(**json.loads(line)) for line in args.replot.read_text().splitlines()]
+        rows = read_rows(args.replot.read_text())
         if args.plot:
-            plot(rows, args.plot)
-        print(table(rows, budgets))
-        print("\n".join(criteria(rows)))
+            plot([r for r in rows if isinstance(r, Row)], args.plot)
+        print(report(rows, budgets))
         return
-    rows: list[Row] = []
+    rows: list[Row | Pair] = []
+    systems = tuple(args.systems.split(","))
     for name in args.models.split(","):  # results are written after each model
-        rows += run_model(zoo, name, args.backend, args.repeats, budgets, tuple(args.systems.split(",")), args.method)
+        rows += run_model(zoo, name, args.backend, args.repeats, budgets, systems, args.method, args.pairs)
         if args.output:
             args.output.write_text("".join(json.dumps(asdict(r)) + "\n" for r in rows))
         if args.plot:
-            plot(rows, args.plot)
+            plot([r for r in rows if isinstance(r, Row)], args.plot)
         print(f"backend {args.backend}; cells: peak / FLOPs / time, each x eager")
-        print(table(rows, budgets), flush=True)
-    print("\n".join(criteria(rows)))
+        print(report(rows, budgets), flush=True)
 
 
 if __name__ == "__main__":
