@@ -11,8 +11,8 @@ import pytest
 pytest.importorskip("torch")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
-from vs_pytorch_criteria import criteria  # noqa: E402
-from vs_pytorch_pairs import Pair, partners  # noqa: E402
+from vs_pytorch_criteria import criteria
+from vs_pytorch_pairs import Pair, partners
 
 
 def row(system: str, budget: float | None, peak: int, seconds: float, predicted: int | None = None) -> SimpleNamespace:
