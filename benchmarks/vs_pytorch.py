@@ -276,6 +276,9 @@ def main() -> None:
     parser.add_argument("-o", "--output", type=Path, help="JSON lines of every row")
     parser.add_argument("--plot", type=Path, help="PNG of peak vs FLOPs and vs time")
     parser.add_argument("--replot", type=Path, help="read the rows of an earlier -o file instead of measuring")
+    parser.add_argument(
+        "--pairs-from", type=Path, help="measure only the pairs (--pairs steps), against an earlier -o file's rows"
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
     budgets = tuple(float(b) for b in args.budgets.split(","))
@@ -286,10 +289,15 @@ def main() -> None:
             plot([r for r in rows if isinstance(r, Row)], args.plot)
         print(report(rows, budgets))
         return
-    rows: list[Row | Pair] = []
+    earlier = [r for r in read_rows(args.pairs_from.read_text()) if isinstance(r, Row)] if args.pairs_from else []
+    rows: list[Row | Pair] = list(earlier)
     systems = tuple(args.systems.split(","))
     for name in args.models.split(","):  # results are written after each model
-        rows += run_model(zoo, name, args.backend, args.repeats, budgets, systems, args.method, args.pairs)
+        if earlier:
+            model, inputs, targets, loss_fn = build(zoo, name)
+            rows += run_pairs(name, model, inputs, targets, loss_fn, earlier, args.backend, args.pairs, args.method)
+        else:
+            rows += run_model(zoo, name, args.backend, args.repeats, budgets, systems, args.method, args.pairs)
         if args.output:
             args.output.write_text("".join(json.dumps(asdict(r)) + "\n" for r in rows))
         if args.plot:

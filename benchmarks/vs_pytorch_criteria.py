@@ -54,7 +54,7 @@ def criteria(rows: Sequence[Any], pairs: Sequence[Any] = ()) -> list[str]:
             if e
         ],
     )
-    speed_pairs = {(p.model, p.theirs_budget, p.ours_budget): p for p in pairs}
+    speed_pairs = {(p.model, p.theirs_budget, p.ours_budget): p for p in pairs if p.ours_bytes is None}
     speed = []
     for model in eager:
         mine, theirs = at.get((model, "ours-schedule", 1.0)), at.get((model, "pytorch", 1.0))
@@ -71,7 +71,7 @@ def criteria(rows: Sequence[Any], pairs: Sequence[Any] = ()) -> list[str]:
         pair = next((q for q in pairs if (q.model, q.theirs_budget) == (p.model, p.budget) and q.dominates()), None)
         pair = pair or next((q for q in pairs if (q.model, q.theirs_budget) == (p.model, p.budget)), None)
         if pair is not None:
-            case = f"{p.model} b={p.budget}: ours at b={pair.ours_budget}, {pair.ours_peak / pair.theirs_peak:.3f} x "
+            case = f"{p.model} b={p.budget}: ours within {pair.ours()}, {pair.ours_peak / pair.theirs_peak:.3f} x "
             dominated.append((case + f"its peak at {pair.ratio:.3f} x its time (paired)", pair.dominates()))
         else:
             case = f"{p.model} b={p.budget}: {p.peak / eager[p.model].peak:.3f} x peak at {_time(p):.3f} x time"

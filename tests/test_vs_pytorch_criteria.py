@@ -40,8 +40,8 @@ def lines_about(lines: list[str], name: str) -> list[str]:
     return lines[start:end]
 
 
-def test_partners_are_ours_at_one_and_the_largest_budget_below_each_pytorch_peak() -> None:
-    assert partners(ROWS, "m") == [(1.0, 1.0), (1.0, 0.75), (0.5, 0.5)]
+def test_partners_are_ours_at_one_and_ours_just_below_each_pytorch_peak() -> None:
+    assert partners(ROWS, "m") == [(1.0, 1.0, None), (1.0, None, 88), (0.5, None, 68)]
 
 
 def test_without_pairs_the_cells_decide_and_miss_on_noise() -> None:
@@ -52,12 +52,12 @@ def test_without_pairs_the_cells_decide_and_miss_on_noise() -> None:
 
 def test_paired_times_replace_the_cells_they_cover() -> None:
     pairs = [
-        Pair("m", 1.0, 1.0, 90, 100, 0.97, 15),
-        Pair("m", 1.0, 0.75, 90, 85, 0.98, 15),
-        Pair("m", 0.5, 0.5, 70, 65, 1.01, 15),  # slower in the pair: not dominated
+        Pair("m", 1.0, 1.0, None, 90, 100, 0.97, 15),
+        Pair("m", 1.0, None, 88, 90, 85, 0.98, 15),
+        Pair("m", 0.5, None, 68, 70, 65, 1.01, 15),  # slower in the pair: not dominated
     ]
     lines = criteria(ROWS, pairs)
     assert lines_about(lines, "time at b = 1") == ["time at b = 1 within 1.05 x PyTorch's: 1/1"]
     dominated = lines_about(lines, "PyTorch points dominated")
     assert dominated[0] == "PyTorch points dominated in peak and time: 1/2"
-    assert dominated[1:] == ["  miss: m b=0.5: ours at b=0.5, 0.929 x its peak at 1.010 x its time (paired)"]
+    assert dominated[1:] == ["  miss: m b=0.5: ours within 68 B, 0.929 x its peak at 1.010 x its time (paired)"]
