@@ -245,3 +245,26 @@ def test_the_floor_runs_compiled_with_max_pool_whole() -> None:
         model, inputs, loss_fn, targets, activation_budget=1.0, backend="aot_eager", method="saveset", cache_dir=None
     )
     assert any("low_memory_max_pool" in str(n.target) for n in saves.plan.joint.fx_nodes)  # int8 offsets saved
+
+
+def test_a_step_under_a_dispatch_mode_leaves_later_steps_compiled(mlp, caplog) -> None:
+    """A step under ``FlopCounterMode`` runs eagerly (warned); dynamo would skip the step's code for good."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    model, inputs, targets, loss_fn, _ = mlp
+    step = rt.compile(
+        model, inputs, loss_fn, targets, activation_budget=0.0, backend="aot_eager", method="chen-greedy",
+        cache_dir=None,
+    )  # fmt: skip
+
+    def peak(run) -> int:
+        model.zero_grad(set_to_none=True)
+        return profiled_peak(lambda: run().backward())
+
+    compiled_peak = peak(lambda: step(inputs, targets))
+    assert compiled_peak < peak(lambda: loss_fn(model(inputs), targets))  # the plan's peak is not eager's
+    with FlopCounterMode(display=False) as counter:
+        step(inputs, targets).backward()
+    assert counter.get_total_flops() > 0
+    assert peak(lambda: step(inputs, targets)) == compiled_peak
+    assert "dispatch mode is active" in caplog.text

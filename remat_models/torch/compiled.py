@@ -27,6 +27,7 @@ from torch._dynamo.backends.common import aot_autograd
 from torch._dynamo.backends.debugging import get_nop_func
 from torch._functorch.partitioners import get_default_op_list, min_cut_rematerialization_partition
 from torch._inductor.custom_graph_pass import CustomPartitionerFn
+from torch.utils._python_dispatch import any_torch_dispatch_mode_on_stack
 from torch.utils.checkpoint import CheckpointPolicy
 
 from remat_models.core.graph import Graph
@@ -359,6 +360,7 @@ class CompiledStep:
         # A code object of its own: dynamo caches compiled graphs per code object, so another CompiledStep of
         # the same shapes would reuse this one's partition, and past dynamo's recompile limit run eagerly.
         step = types.FunctionType(step.__code__.replace(), step.__globals__, step.__name__, None, step.__closure__)
+        self.eager = step
         backend_fn = save_set_backend(self.partitioner, backend, {"fallback_random": True})
         self.compiled = torch.compile(step, backend=backend_fn, dynamic=False)  # a plan per shape
 
@@ -368,8 +370,15 @@ class CompiledStep:
         return self.plans[-1] if self.plans else None
 
     def __call__(self, inputs: Any, targets: Any = None) -> torch.Tensor:
-        """The loss of one batch (call ``.backward()`` on it)."""
+        """The loss of one batch (call ``.backward()`` on it).
+
+        Under a dispatch mode dynamo does not compile through (``FlopCounterMode``, ...) the call runs eagerly:
+        dynamo would skip the step there and then for good, every later call eager (pytorch#190286).
+        """
         xs, ys = as_tensors(inputs, "inputs"), as_tensors(targets, "targets")
+        if self.plans and any_torch_dispatch_mode_on_stack():
+            log.warning("a torch dispatch mode is active: this step runs eagerly, not the plan (later steps do)")
+            return self.eager(*xs, *ys, n_inputs=len(xs))
         loss = self.compiled(*xs, *ys, n_inputs=len(xs))
         if not self.plans:
             raise SolverError("torch.compile ran the step without partitioning it (dynamo fell back to eager)")
