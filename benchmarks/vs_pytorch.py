@@ -14,7 +14,7 @@ systems use the same backend (``--backend``: ``aot_eager`` = inductor's decompos
 PyTorch's ``aot_eager_decomp_partition``; or ``inductor``).
 
 Same instrument for all: peak = allocator-level live bytes of one step above the pre-step baseline (CPU:
-the profiler's memory events, ``profile_memory=True``); FLOPs of every op (``FlopCounterMode``); median step
+the profiler's memory events, ``profile_memory=True``); FLOPs of every op run (:class:`CompiledFlops`); median step
 time over ``--repeats`` steps, interleaved with eager steps (the ratio is of the two medians, so load on a
 shared machine cancels); the largest gradient difference from eager under the same seed.
 
@@ -90,6 +90,21 @@ def build(zoo: Any, name: str) -> tuple[torch.nn.Module, torch.Tensor, torch.Ten
     return model, inputs, targets, loss_fn
 
 
+class CompiledFlops(FlopCounterMode):
+    """FLOPs of the ops a step runs, compiled steps included.
+
+    Dynamo skips a frame run under a dispatch mode and then skips its code for good (pytorch#190286): under a
+    plain ``FlopCounterMode`` a compiled step ran eagerly, then and in every later step (the earlier tables
+    timed eager steps). A mode that ignores compile internals is compiled through, and sees the ATen ops that
+    ``aot_eager``'s graphs run (inductor's kernels are invisible to it).
+    """
+
+    @classmethod
+    def ignore_compile_internals(cls) -> bool:
+        """Let dynamo run compiled code under this mode."""
+        return True
+
+
 def grads_after(model: torch.nn.Module, step: Callable[[], Any]) -> list[torch.Tensor | None]:
     """Gradients of one step under the fixed seed."""
     model.zero_grad(set_to_none=True)
@@ -120,9 +135,6 @@ def measure(
         )
     model.zero_grad(set_to_none=True)
     peak = profiled_peak(step)
-    model.zero_grad(set_to_none=True)
-    with FlopCounterMode(display=False) as counter:
-        step()
     samples: tuple[list[float], list[float]] = ([], [])
     for _ in range(repeats):
         for run, times in zip((step, eager), samples, strict=True):
@@ -131,6 +143,9 @@ def measure(
             run()
             times.append(time.perf_counter() - started)
     seconds, eager_seconds = (statistics.median(times) for times in samples)
+    model.zero_grad(set_to_none=True)
+    with CompiledFlops(display=False) as counter:  # last: no mode before the times
+        step()
     return peak, counter.get_total_flops(), seconds, eager_seconds, error
 
 

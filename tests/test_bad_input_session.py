@@ -177,6 +177,7 @@ def test_one_node_index_is_a_node_list() -> None:
         ({"method": "auto", "options": {"hilp_nodes": "5"}}, "hilp_nodes='5': expected int"),
         ({"method": "auto", "options": {"hilp_nodes": None}}, "hilp_nodes=None: expected int"),
         ({"method": "auto", "options": {"offload_share": float("nan")}}, "offload_share is a share in (0, 1]"),
+        ({"method": "auto", "options": {"cheapen_share": -0.1}}, "cheapen_share is a share in [0, 1], got -0.1"),
     ],
 )
 def test_plan_refuses(arguments: dict[str, Any], message: str) -> None:

@@ -190,3 +190,27 @@ def test_a_baseline_start_runs_only_in_time() -> None:
     assert list(given) == ["chen-sqrtn"]
     lp._baseline_starts(graph, 0, given, until=time.perf_counter() + 60)
     assert list(given) == list(lp.STARTS)
+
+
+@pytest.mark.parametrize("graph", generated(), ids=lambda g: g.name)
+def test_cheapened_drops_recomputations_within_the_budget(graph: Graph) -> None:
+    """Chen's greedy at 60 % recomputes more than the budget needs: the rest goes, the schedule still fits."""
+    budget = int(0.6 * input_order_peak(graph))
+    schedule = BASELINES["chen-greedy"](graph, budget)
+    before = simulate(graph, schedule)
+    after_schedule = lp.cheapened(graph, schedule, budget, 5.0)
+    if before.peak > budget:  # Chen's greedy misses the budget: nothing to cheapen
+        assert after_schedule is schedule
+        return
+    after = simulate(graph, after_schedule)  # also checks every dependency
+    assert after.peak <= budget and after.total_cost <= before.total_cost
+    assert after.recomputations < before.recomputations or after_schedule is schedule
+    assert lp.cheapened(graph, schedule, before.peak - 1, 5.0) is schedule  # over its budget: left as it is
+
+
+def test_cheapened_saves_cost_on_a_chain() -> None:
+    graph = linear_chain(30)
+    budget = int(0.6 * input_order_peak(graph))
+    schedule = BASELINES["chen-greedy"](graph, budget)
+    after = simulate(graph, lp.cheapened(graph, schedule, budget, 5.0))
+    assert after.peak <= budget and after.total_cost < simulate(graph, schedule).total_cost

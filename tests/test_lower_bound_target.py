@@ -6,6 +6,7 @@ import pytest
 
 from remat_models.core.schedule import input_order_peak, simulate
 from remat_models.errors import ConfigurationError
+from remat_models.heuristics.baselines import BASELINES
 from remat_models.heuristics.fastsa import fastsa
 from remat_models.io import linear_chain
 from remat_models.planning.bounds import cost_lower_bound
@@ -42,8 +43,19 @@ def test_auto_returns_a_fallback_at_the_bound_without_its_members() -> None:
 
 def test_auto_stops_its_members_once_fastsa_reaches_the_bound() -> None:
     graph = linear_chain(8)
-    result = plan(graph, CHAIN_BUDGET, "auto", time_limit=60)
+    result = plan(graph, CHAIN_BUDGET, "auto", time_limit=60, options={"cheapen_share": 0})  # else Chen's reaches it
     methods = [member["method"] for member in result.details["portfolio"]]
     assert result.details["chosen"] == "fastsa" and result.simulation.total_cost == 19
     assert not any(method.startswith(("checkmate", "moccasin")) for method in methods), methods  # never waited for
     assert result.lower_bound_gap == pytest.approx(0, abs=1e-9) and simulate(graph, result.schedule).fits(CHAIN_BUDGET)
+
+
+def test_auto_cheapens_its_fallbacks_down_to_the_bound() -> None:
+    """Chen's greedy at 8 costs 20 on chain(8); less the recomputation the budget does not need, 19: the bound."""
+    graph = linear_chain(8)
+    result = plan(graph, CHAIN_BUDGET, "auto", time_limit=60)
+    members = {member["method"]: member for member in result.details["portfolio"]}
+    assert result.details["chosen"] == "chen-greedy" and members["chen-greedy"].get("cheapened")
+    assert simulate(graph, BASELINES["chen-greedy"](graph, CHAIN_BUDGET)).total_cost == 20
+    assert result.simulation.total_cost == 19 and result.lower_bound_gap == pytest.approx(0, abs=1e-9)
+    assert simulate(graph, result.schedule).fits(CHAIN_BUDGET)

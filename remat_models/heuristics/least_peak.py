@@ -31,7 +31,7 @@ import numpy as np
 from numba import njit
 
 from remat_models.core.graph import Graph, NodeKind
-from remat_models.core.schedule import Schedule, lift_schedule, simulate
+from remat_models.core.schedule import Compute, Free, Schedule, lift_schedule, simulate
 from remat_models.heuristics import _sequence_kernels as kernels
 from remat_models.heuristics.baselines import greedy_baseline, knapsack_baseline, sqrtn_baseline
 from remat_models.heuristics.recompute import sequence_schedule
@@ -684,6 +684,27 @@ def _fastsa_sequence(seconds: float, graph: Graph, seed: int, stop: threading.Ev
 
     result = fastsa(graph, 0, seed=seed, time_limit=seconds, stop=stop, objective="memory")
     return np.asarray(result.schedule.compute_sequence(), dtype=np.int64)
+
+
+def cheapened(graph: Graph, schedule: Schedule, budget: int, seconds: float) -> Schedule:
+    """``schedule``'s computations with eager frees, less the recomputations that can go within ``budget``.
+
+    Recomputations are removed dearest first while the peak stays within ``budget``, for ``seconds`` at most,
+    then computations left unread. ``schedule`` itself where it does not fit, has other steps than Compute and
+    Free, its graph has implementations, or nothing goes.
+    """
+    plain = all(isinstance(step, (Compute, Free)) for step in schedule.steps)
+    if graph.impl_table is not None or not plain or seconds <= 0:
+        return schedule
+    sequences = _Sequences(graph)
+    seq = np.asarray(schedule.compute_sequence(), dtype=np.int64)
+    if sequences.score(seq)[0][0] > budget:
+        return schedule
+    kept, score = sequences.cheapen(seq, budget, time.perf_counter() + seconds)
+    if kept.size == seq.size:
+        return schedule
+    log.debug("cheapened: %d of %d computations left, cost %g", kept.size, seq.size, score[2])
+    return sequence_schedule(graph, kept)
 
 
 def least_peak(
