@@ -240,7 +240,8 @@ def test_the_floor_runs_compiled_with_max_pool_whole() -> None:
     measured = profiled_peak(lambda: step(inputs, targets).backward())
     pooled = [n.meta["val"][0] for n in nodes if n.target is torch.ops.aten.max_pool2d_with_indices.default]
     early = sum(t.untyped_storage().nbytes() for t in pooled)  # the Graph frees them with their indices
-    assert 0 <= chosen.emitted_peak - measured <= early
+    seed = torch.ones(()).untyped_storage().nbytes()  # loss.backward()'s grad seed: a tangent placeholder, unplanned
+    assert -seed <= chosen.emitted_peak - measured <= early
     saves = rt.compile(
         model, inputs, loss_fn, targets, activation_budget=1.0, backend="aot_eager", method="saveset", cache_dir=None
     )
