@@ -15,9 +15,9 @@ The portfolio (:mod:`remat_models.planning.portfolio_worker` runs its members) s
 - this process plans the fallbacks meanwhile: the saved-set knapsack while the workers import, then Chen's
   greedy within ``INIT_SHARE`` of the limit (or while nothing fits), each less the recomputations the budget does
   not need (:func:`~remat_models.heuristics.least_peak.cheapened`, ``cheapen_share`` of the limit), and where
-  neither fits the least-peak search from them (``LEAST_PEAK_SHARE`` of the limit, at most ``LEAST_PEAK_MAX_S``; once within the budget its
-  other starts descend as long again, and it returns the cheapest fit): under load the exact worker's own
-  search, after its slower baselines, came too late (LLaMA at 25 %).
+  neither fits the least-peak search from them (``LEAST_PEAK_SHARE`` of the limit, at most ``LEAST_PEAK_MAX_S``;
+  once within the budget its other starts descend as long again, and it returns the cheapest fit): under load
+  the exact worker's own search, after its slower baselines, came too late (LLaMA at 25 %).
   Given a transfer model (option ``transfer``, ``plan(..., transfer=...)``) every member is simulated
   under it, and a third worker runs the three-way planner (keep, recompute or offload each value) in the
   last ``offload_share`` of the limit, started from the members' schedules reported by then (each competes
