@@ -87,13 +87,11 @@ class AutoOptions:
         check_count(self.checkmate_nodes, "auto option checkmate_nodes", minimum=0)
         check_count(self.hilp_nodes, "auto option hilp_nodes", minimum=0)
         check_count(self.restart_patience, "auto option restart_patience", minimum=1)
-        for name in ("checkmate_share", "hilp_share", "wait_share", "offload_share"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
-                raise ConfigurationError(f"auto option {name} is a share in (0, 1], got {value!r}")
-        value = self.cheapen_share
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-            raise ConfigurationError(f"auto option cheapen_share is a share in [0, 1], got {value!r}")
+        for name in ("checkmate_share", "hilp_share", "wait_share", "offload_share", "cheapen_share"):
+            value, none = getattr(self, name), name == "cheapen_share"  # 0: no cheapening
+            real = not isinstance(value, bool) and isinstance(value, (int, float))
+            if not real or not (0 <= value <= 1 if none else 0 < value <= 1):
+                raise ConfigurationError(f"auto option {name} is a share in {'[' if none else '('}0, 1], got {value!r}")
         return self
 
 
