@@ -39,7 +39,7 @@ from typing import Any
 
 import torch
 from torch._functorch import config as functorch_config
-from torch.utils.flop_counter import FlopCounterMode
+from torch.utils.flop_counter import FlopCounterMode, _FlopCounterMode
 from vs_pytorch_criteria import criteria
 from vs_pytorch_pairs import Pair, pairs_table, run_pairs
 
@@ -90,19 +90,30 @@ def build(zoo: Any, name: str) -> tuple[torch.nn.Module, torch.Tensor, torch.Ten
     return model, inputs, targets, loss_fn
 
 
-class CompiledFlops(FlopCounterMode):
-    """FLOPs of the ops a step runs, compiled steps included.
-
-    Dynamo skips a frame run under a dispatch mode and then skips its code for good (pytorch#190286): under a
-    plain ``FlopCounterMode`` a compiled step ran eagerly, then and in every later step (the earlier tables
-    timed eager steps). A mode that ignores compile internals is compiled through, and sees the ATen ops that
-    ``aot_eager``'s graphs run (inductor's kernels are invisible to it).
-    """
+class _CountedThrough(_FlopCounterMode):
+    """``FlopCounterMode``'s dispatch mode, one that dynamo compiles through."""
 
     @classmethod
     def ignore_compile_internals(cls) -> bool:
         """Let dynamo run compiled code under this mode."""
         return True
+
+
+class CompiledFlops(FlopCounterMode):
+    """FLOPs of the ops a step runs, compiled steps included.
+
+    Dynamo skips a frame run under a dispatch mode and then skips its code for good (pytorch#190286): under a
+    plain ``FlopCounterMode`` a compiled step ran eagerly, then and in every later step (the tables before the
+    tenth session timed eager steps as the compiled systems'). A mode that ignores compile internals is compiled
+    through and sees the ATen ops ``aot_eager``'s graphs run (inductor's kernels are invisible to it).
+    """
+
+    def __enter__(self) -> CompiledFlops:
+        self.flop_counts.clear()
+        self.mod_tracker.__enter__()
+        self.mode = _CountedThrough(self)
+        self.mode.__enter__()
+        return self
 
 
 def grads_after(model: torch.nn.Module, step: Callable[[], Any]) -> list[torch.Tensor | None]:
