@@ -61,3 +61,30 @@ def test_paired_times_replace_the_cells_they_cover() -> None:
     dominated = lines_about(lines, "PyTorch points dominated")
     assert dominated[0] == "PyTorch points dominated in peak and time: 1/2"
     assert dominated[1:] == ["  miss: m b=0.5: ours within 68 B, 0.929 x its peak at 1.010 x its time (paired)"]
+
+
+def test_compiled_flops_counts_what_a_compiled_step_runs_and_leaves_it_compiled() -> None:
+    """The table's FLOPs: a recomputing plan's compiled step counts more than eager's; the step stays compiled."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+    from vs_pytorch import CompiledFlops
+
+    import remat_models.torch as rt
+    from remat_models.torch.validate import profiled_peak
+
+    torch.manual_seed(0)
+    nn = torch.nn
+    model = nn.Sequential(*[layer for _ in range(6) for layer in (nn.Linear(64, 64), nn.Tanh())], nn.Linear(64, 8))
+    inputs, targets = torch.randn(256, 64), torch.randn(256, 8)
+    loss_fn = nn.functional.mse_loss
+    step = rt.compile(
+        model, inputs, loss_fn, targets, activation_budget=0.0, backend="aot_eager", method="chen-greedy",
+        cache_dir=None,
+    )  # fmt: skip
+    with FlopCounterMode(display=False) as eager:
+        loss_fn(model(inputs), targets).backward()
+    before = profiled_peak(lambda: step(inputs, targets).backward())
+    with CompiledFlops(display=False) as compiled:
+        step(inputs, targets).backward()
+    assert step.plan.recomputations > 0 and compiled.get_total_flops() > eager.get_total_flops()
+    assert profiled_peak(lambda: step(inputs, targets).backward()) == before  # still the plan, not eager's
