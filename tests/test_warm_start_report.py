@@ -18,5 +18,6 @@ def test_the_cheapest_fitting_baseline_is_handed_over_before_the_polish() -> Non
     assert (again.peak, again.total_cost) == (early.simulation.peak, early.simulation.total_cost)
     assert early.simulation.peak <= budget
     fitting = [simulate(graph, s) for s in fast_baselines(graph, budget).values()]
-    assert early.simulation.total_cost == min(r.total_cost for r in fitting if r.peak <= budget)
+    # the baselines less the recomputations the budget does not need: 481,441 against 483,022 when measured
+    assert early.simulation.total_cost < min(r.total_cost for r in fitting if r.peak <= budget)
     assert final.simulation.peak <= budget and final.simulation.total_cost <= early.simulation.total_cost

@@ -16,7 +16,7 @@ from remat_models.formulations.saveset.intervals import SAVESET_INTERVALS
 from remat_models.heuristics.baselines import BASELINES
 from remat_models.heuristics.least_peak import STARTS as LEAST_PEAK_STARTS
 from remat_models.heuristics.least_peak import TIME_LIMIT as LEAST_PEAK_TIME_LIMIT
-from remat_models.heuristics.least_peak import least_peak_search
+from remat_models.heuristics.least_peak import cheapened, least_peak_search
 from remat_models.heuristics.registry import run_heuristic
 
 log = logging.getLogger(__name__)
@@ -25,6 +25,7 @@ DEFAULT_TIME_LIMIT = 60.0  # seconds: what ``auto`` (and its warm start's FastSA
 INIT_FASTSA_NODES = 500  # the default warm start adds a short FastSA run from this many nodes on
 INIT_FASTSA_SHARE = 0.2
 INIT_SHARE = 0.3  # of the time limit the default warm start may take: no candidate after the first starts later
+INIT_CHEAPEN_SHARE = 0.02  # of the time limit (of DEFAULT_TIME_LIMIT without one), per fitting baseline: cheapened
 INIT_FASTSA_MIN_SECONDS = 1.0  # less of the warm start's share left than this: no FastSA run
 INIT_LEAST_PEAK_SHARE = 0.6  # of the time limit, the least-peak fallback may run until (nothing fits without it)
 INIT_LEAST_PEAK_MIN_SECONDS = 1.0  # the least-peak fallback gets at least this (or half the time limit, if less)
@@ -83,8 +84,10 @@ def auto_init(
     """The default warm start of an exact solve (``--init auto``): the cheapest fitting fast heuristic, or None.
 
     ``WARM_BASELINES`` (Chen's greedy and sqrt(n), the saved-set knapsack, the save-set search and rotor's
-    programme over blocks up to ``SAVESET_NODES``: milliseconds to two seconds), where the save-set search fits
-    from ``INIT_POLISH_NODES`` nodes its polish by the save-set model (``INIT_POLISH_SHARE`` of the limit), and on
+    programme over blocks up to ``SAVESET_NODES``: milliseconds to two seconds; each fitting one less the
+    recomputations the budget does not need, :func:`~remat_models.heuristics.least_peak.cheapened`), where the
+    save-set search fits from ``INIT_POLISH_NODES`` nodes its polish by the save-set model (``INIT_POLISH_SHARE``
+    of the limit), and on
     graphs of ``INIT_FASTSA_NODES`` nodes or more a FastSA run of ``INIT_FASTSA_SHARE`` of the time limit (at
     most 30 s). With a time limit the whole warm start keeps to ``INIT_SHARE`` of it: the candidates run
     cheapest first, the deadline checked before each (the first always runs), and FastSA gets at most what
@@ -103,6 +106,8 @@ def auto_init(
     started = time.perf_counter()
     deadline = None if time_limit is None else started + INIT_SHARE * time_limit
     baselines = fast_baselines(graph, budget, deadline)
+    cheapen = INIT_CHEAPEN_SHARE * (time_limit or DEFAULT_TIME_LIMIT)
+    baselines = {name: cheapened(graph, schedule, budget, cheapen) for name, schedule in baselines.items()}
     scored = {name: WarmStart(schedule, simulate(graph, schedule)) for name, schedule in baselines.items()}
     best = cheapest(budget, scored.values())
     if best is not None and on_baseline is not None:
