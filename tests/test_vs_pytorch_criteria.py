@@ -63,6 +63,17 @@ def test_paired_times_replace_the_cells_they_cover() -> None:
     assert dominated[1:] == ["  miss: m b=0.5: ours within 68 B, 0.929 x its peak at 1.010 x its time (paired)"]
 
 
+def test_a_point_no_pair_dominates_falls_to_cells_clearly_faster() -> None:
+    """PyTorch's 0.5 (peak 70 at 0.90 x): the pair ties it; a cell of ours at 60 B counts only at <= 0.9 x its time."""
+    pairs = [Pair("m", 0.5, None, 68, 70, 65, 1.01, 15)]
+    for seconds, dominated in ((0.81, True), (0.85, False)):
+        rows = [*ROWS, row("ours-executor", 0.5, 60, seconds, 60)]
+        lines = lines_about(criteria(rows, pairs), "PyTorch points dominated")
+        assert any(line.startswith("  miss: m b=0.5") for line in lines) is not dominated
+        if dominated:
+            assert "m b=0.5" not in "".join(lines)
+
+
 def test_compiled_flops_counts_what_a_compiled_step_runs_and_leaves_it_compiled() -> None:
     """The table's FLOPs: a recomputing plan's compiled step counts more than eager's; the step stays compiled."""
     import torch
