@@ -87,11 +87,11 @@ def auto_init(
     programme over blocks up to ``SAVESET_NODES``: milliseconds to two seconds; each fitting one less the
     recomputations the budget does not need, :func:`~remat_models.heuristics.least_peak.cheapened`), where the
     save-set search fits from ``INIT_POLISH_NODES`` nodes its polish by the save-set model (``INIT_POLISH_SHARE``
-    of the limit), and on
-    graphs of ``INIT_FASTSA_NODES`` nodes or more a FastSA run of ``INIT_FASTSA_SHARE`` of the time limit (at
-    most 30 s). With a time limit the whole warm start keeps to ``INIT_SHARE`` of it: the candidates run
-    cheapest first, the deadline checked before each (the first always runs), and FastSA gets at most what
-    is left of the share (none if less than ``INIT_FASTSA_MIN_SECONDS``).
+    of the limit), and on graphs of ``INIT_FASTSA_NODES`` nodes or more a FastSA run of ``INIT_FASTSA_SHARE`` of
+    the time limit (at most 30 s). With a time limit the whole warm start keeps to ``INIT_SHARE`` of it: the
+    candidates run cheapest first, the deadline checked before each (the first always runs; the cheapenings
+    get at most what is left), and FastSA gets at most what is left of the share (none if less than
+    ``INIT_FASTSA_MIN_SECONDS``).
     When no fast baseline fits, the least-peak search (:mod:`~remat_models.heuristics.least_peak`) runs first,
     until ``INIT_LEAST_PEAK_SHARE`` of the time limit (a longer share: without a start the solvers rarely fit
     there; at least ``INIT_LEAST_PEAK_MIN_SECONDS``, or half the limit if less; ``LEAST_PEAK_TIME_LIMIT``
@@ -107,7 +107,9 @@ def auto_init(
     deadline = None if time_limit is None else started + INIT_SHARE * time_limit
     baselines = fast_baselines(graph, budget, deadline)
     cheapen = INIT_CHEAPEN_SHARE * (time_limit or DEFAULT_TIME_LIMIT)
-    baselines = {name: cheapened(graph, schedule, budget, cheapen) for name, schedule in baselines.items()}
+    for name, schedule in baselines.items():  # within the warm start's share, as every candidate
+        left = cheapen if deadline is None else min(cheapen, deadline - time.perf_counter())
+        baselines[name] = cheapened(graph, schedule, budget, left)
     scored = {name: WarmStart(schedule, simulate(graph, schedule)) for name, schedule in baselines.items()}
     best = cheapest(budget, scored.values())
     if best is not None and on_baseline is not None:
